@@ -1,0 +1,119 @@
+"""Model configurations: the transformer shapes the inference estimates run on."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field, model_validator
+
+from schemas.common import InputModel, LongText, PositiveFloat, PositiveInt, ShortText, Slug, Source
+
+
+class FfnKind(StrEnum):
+    standard = "standard"  # up, activation, down: 2·d·f parameters
+    gated = "gated"  # gate and up, activation × gate, down (SwiGLU/GeGLU): 3·d·f parameters
+
+
+class Activation(StrEnum):
+    gelu = "gelu"
+    gelu_tanh = "gelu_tanh"
+    silu = "silu"
+    relu = "relu"
+
+
+class NormKind(StrEnum):
+    layernorm = "layernorm"
+    rmsnorm = "rmsnorm"
+
+
+class Positional(StrEnum):
+    learned = "learned"
+    rotary = "rotary"
+    alibi = "alibi"
+    sinusoidal = "sinusoidal"
+
+
+class Moe(InputModel):
+    experts: PositiveInt = Field(description="Routed experts per MoE layer.")
+    top_k: PositiveInt = Field(description="Routed experts each token uses.")
+    shared_experts: int = Field(default=0, ge=0, le=64, description="Experts every token uses (DeepSeek).")
+    expert_ffn_size: PositiveInt = Field(description="FFN intermediate size of one expert.")
+    dense_layers: int = Field(
+        default=0, ge=0, le=100_000, description="Leading layers with a dense FFN (ffn_size) instead of experts."
+    )
+
+    @model_validator(mode="after")
+    def _top_k(self) -> Moe:
+        if self.top_k > self.experts:
+            raise ValueError("top_k must not exceed experts")
+        return self
+
+
+class Mla(InputModel):
+    """DeepSeek multi-head latent attention (DeepSeek-V2 paper §2.1): the KV cache holds a compressed latent."""
+
+    kv_lora_rank: PositiveInt
+    q_lora_rank: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt
+    qk_nope_head_dim: PositiveInt
+    v_head_dim: PositiveInt
+
+
+class ModelSpec(InputModel):
+    name: ShortText
+    family: ShortText
+    layers: PositiveInt
+    hidden_size: PositiveInt
+    heads: PositiveInt = Field(description="Query heads.")
+    kv_heads: PositiveInt = Field(description="Key/value heads: = heads for MHA, 1 for MQA, between for GQA.")
+    head_dim: PositiveInt
+    ffn_size: PositiveInt = Field(description="FFN intermediate size of a dense layer.")
+    ffn_kind: FfnKind
+    activation: Activation
+    vocab_size: PositiveInt
+    tied_embeddings: bool
+    norm: NormKind
+    positional: Positional
+    max_context_tokens: PositiveInt
+    bias: bool = Field(default=False, description="Linear layers carry bias vectors (GPT-2, GPT-3).")
+    sliding_window_tokens: PositiveInt | None = Field(
+        default=None, description="Local attention window, where the model has one."
+    )
+    sliding_window_layers: str | None = Field(
+        default=None, description="Which layers use the window: 'all' or 'alternate' (Gemma 2)."
+    )
+    moe: Moe | None = None
+    mla: Mla | None = None
+    reported_parameters: PositiveFloat | None = Field(
+        default=None, description="Parameter count the authors report, to check our own count against."
+    )
+    sources: list[Source] = Field(min_length=1)
+    notes: list[LongText] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> ModelSpec:
+        if self.kv_heads > self.heads or self.heads % self.kv_heads:
+            raise ValueError("kv_heads must divide heads")
+        if self.sliding_window_layers not in (None, "all", "alternate"):
+            raise ValueError("sliding_window_layers must be 'all' or 'alternate'")
+        if (self.sliding_window_layers is None) != (self.sliding_window_tokens is None):
+            raise ValueError("sliding_window_tokens and sliding_window_layers go together")
+        return self
+
+
+class ModelCreate(ModelSpec):
+    slug: Slug
+
+
+class ModelRead(ModelCreate):
+    builtin: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class ModelSummary(BaseModel):
+    slug: str
+    name: str
+    family: str
+    builtin: bool

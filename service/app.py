@@ -1,0 +1,57 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from service.db import make_engine, make_sessionmaker
+from service.errors import install_error_handlers
+from service.hardware.router import router as hardware_router
+from service.models.router import router as models_router
+from service.settings import Settings
+from service.system.router import install_metrics_middleware
+from service.system.router import router as system_router
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+DESCRIPTION = """
+Ridgeline tells capacity planners and kernel engineers how long accelerator work should take, why, and how far
+real hardware is from that answer.
+
+Every figure in the hardware catalogue carries its source. Errors always have the shape
+`{"error": code, "message": text, "detail": [{"field", "message", "type"}]}`.
+"""
+
+
+def _version() -> str:
+    try:
+        return version("ridgeline")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0.0.0"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    app = FastAPI(
+        title="Ridgeline",
+        version=_version(),
+        description=DESCRIPTION,
+        docs_url=None,  # served by system.router from local assets: no CDN, works offline
+        redoc_url=None,
+    )
+    engine = make_engine(settings.database_url, pool_size=settings.db_pool_size)
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessionmaker = make_sessionmaker(engine)
+
+    install_error_handlers(app)
+    install_metrics_middleware(app)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.include_router(system_router)
+    app.include_router(hardware_router)
+    app.include_router(models_router)
+    return app

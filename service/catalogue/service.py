@@ -1,0 +1,204 @@
+"""Rules for catalogue entries: built-ins are read-only, slugs are unique, PATCH is a JSON merge patch."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from schemas.hardware import HardwareCreate, HardwareRead
+from schemas.models import ModelCreate, ModelRead
+from service.catalogue.repository import CatalogueRepository
+from service.errors import Conflict, NotFound, ReadOnly, Unprocessable, details_from_validation, validation_message
+from service.orm import HardwareProfile, ModelConfig
+
+log = logging.getLogger("ridgeline")
+
+C = TypeVar("C", HardwareCreate, ModelCreate)
+R = TypeVar("R", HardwareRead, ModelRead)
+E = TypeVar("E", HardwareProfile, ModelConfig)
+
+# The merge patch may not change these: identity and provenance belong to the service.
+_IMMUTABLE = ("slug", "builtin", "created_at", "updated_at")
+
+
+@dataclass(frozen=True)
+class CatalogueKind(Generic[C, R, E]):
+    label: str  # "hardware profile"
+    table: type[E]
+    create: type[C]
+    read: type[R]
+    filter_columns: tuple[str, ...]  # columns copied from the document for filtering
+
+    def columns(self, doc: C) -> dict[str, Any]:
+        return {c: str(getattr(doc, c)) for c in self.filter_columns}
+
+
+HARDWARE: CatalogueKind[HardwareCreate, HardwareRead, HardwareProfile] = CatalogueKind(
+    "hardware profile", HardwareProfile, HardwareCreate, HardwareRead, ("vendor", "kind")
+)
+MODELS: CatalogueKind[ModelCreate, ModelRead, ModelConfig] = CatalogueKind(
+    "model config", ModelConfig, ModelCreate, ModelRead, ("family",)
+)
+
+
+def _spec_of(doc: BaseModel) -> dict[str, Any]:
+    return doc.model_dump(mode="json", exclude={"slug"}, exclude_none=True)
+
+
+def _sha256(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def to_read(kind: CatalogueKind[C, R, E], row: E) -> R:
+    return kind.read.model_validate(
+        {**row.spec, "slug": row.slug, "builtin": row.builtin, "created_at": row.created_at,
+         "updated_at": row.updated_at}
+    )
+
+
+def get(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> R:
+    row = CatalogueRepository(session, kind.table).get(slug)
+    if row is None:
+        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+    return to_read(kind, row)
+
+
+def get_spec(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> C:
+    """The validated document of an entry, for the modelling code."""
+    row = CatalogueRepository(session, kind.table).get(slug)
+    if row is None:
+        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+    return kind.create.model_validate({**row.spec, "slug": row.slug})
+
+
+def page(
+    session: Session, kind: CatalogueKind[C, R, E], filters: dict[str, Any], limit: int, offset: int
+) -> tuple[list[R], int]:
+    rows, total = CatalogueRepository(session, kind.table).page(filters, limit, offset)
+    return [to_read(kind, row) for row in rows], total
+
+
+def create(session: Session, kind: CatalogueKind[C, R, E], doc: C, *, builtin: bool = False) -> R:
+    repo = CatalogueRepository(session, kind.table)
+    if repo.get(doc.slug) is not None:
+        raise Conflict(f"A {kind.label} with slug {doc.slug!r} already exists.")
+    spec = _spec_of(doc)
+    row = kind.table(
+        slug=doc.slug, name=doc.name, builtin=builtin, spec=spec, spec_sha256=_sha256(spec), **kind.columns(doc)
+    )
+    repo.add(row)
+    return to_read(kind, row)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 JSON Merge Patch: objects merge recursively, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _writable(repo: CatalogueRepository[E], kind: CatalogueKind[C, R, E], slug: str) -> E:
+    row = repo.get(slug)
+    if row is None:
+        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+    if row.builtin:
+        raise ReadOnly(
+            f"{slug!r} is a built-in {kind.label} and is read-only; POST a copy under another slug to change it."
+        )
+    return row
+
+
+def update(session: Session, kind: CatalogueKind[C, R, E], slug: str, patch: dict[str, Any]) -> R:
+    repo = CatalogueRepository(session, kind.table)
+    row = _writable(repo, kind, slug)
+    for name in _IMMUTABLE:
+        if name in patch and not (name == "slug" and patch[name] == slug):
+            raise Unprocessable(f"body.{name}: cannot be changed by PATCH.")
+    merged = merge_patch({**row.spec, "slug": slug}, patch)
+    try:
+        doc = kind.create.model_validate(merged)
+    except ValidationError as err:
+        detail = details_from_validation(list(err.errors()), ("body",))
+        raise Unprocessable(validation_message(detail), detail) from None
+    spec = _spec_of(doc)
+    row.spec = spec
+    row.spec_sha256 = _sha256(spec)
+    row.name = doc.name
+    for column, value in kind.columns(doc).items():
+        setattr(row, column, value)
+    session.flush()
+    return to_read(kind, row)
+
+
+def delete(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> None:
+    repo = CatalogueRepository(session, kind.table)
+    repo.delete(_writable(repo, kind, slug))
+
+
+@dataclass
+class SyncReport:
+    inserted: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    shadowed: list[str] = field(default_factory=list)  # a user entry holds the slug; left alone
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.inserted)} inserted, {len(self.updated)} updated, {len(self.unchanged)} unchanged"
+            + (f", {len(self.shadowed)} left to user entries ({', '.join(self.shadowed)})" if self.shadowed else "")
+        )
+
+
+def _sync_once(session: Session, kind: CatalogueKind[C, R, E], docs: list[C]) -> SyncReport:
+    repo = CatalogueRepository(session, kind.table)
+    report = SyncReport()
+    for doc in docs:
+        spec = _spec_of(doc)
+        digest = _sha256(spec)
+        row = repo.get(doc.slug)
+        if row is None:
+            repo.add(
+                kind.table(
+                    slug=doc.slug, name=doc.name, builtin=True, spec=spec, spec_sha256=digest, **kind.columns(doc)
+                )
+            )
+            report.inserted.append(doc.slug)
+        elif not row.builtin:
+            report.shadowed.append(doc.slug)
+        elif row.spec_sha256 != digest:
+            row.spec, row.spec_sha256, row.name = spec, digest, doc.name
+            for column, value in kind.columns(doc).items():
+                setattr(row, column, value)
+            report.updated.append(doc.slug)
+        else:
+            report.unchanged.append(doc.slug)
+    session.flush()
+    return report
+
+
+def sync_builtin(factory: sessionmaker[Session], kind: CatalogueKind[C, R, E], docs: list[C]) -> SyncReport:
+    """Insert or update the built-in entries in one transaction. Safe to run from several processes at once:
+    a process that loses the race on an insert retries and then finds the rows there."""
+    for attempt in range(3):
+        with factory() as session:
+            try:
+                report = _sync_once(session, kind, docs)
+                session.commit()
+                return report
+            except IntegrityError:
+                session.rollback()
+                log.info("catalogue load raced another process (attempt %d); retrying", attempt + 1)
+    raise RuntimeError(f"could not load the {kind.label} catalogue after 3 attempts")

@@ -1,0 +1,39 @@
+"""Typed dependencies shared by the routers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from sqlalchemy.orm import Session
+
+from service.db import unit_of_work
+from service.settings import Settings
+
+
+def _session(request: Request) -> Iterator[Session]:
+    yield from unit_of_work(request.app.state.sessionmaker)
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+SessionDep = Annotated[Session, Depends(_session)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
+
+
+class Paging:
+    def __init__(
+        self,
+        settings: SettingsDep,
+        limit: Annotated[int, Query(ge=1, le=500, description="Items per page (at most 500).")] = 50,
+        offset: Annotated[int, Query(ge=0, le=10_000_000, description="Items to skip.")] = 0,
+    ) -> None:
+        self.limit = min(limit, settings.max_page_size)
+        self.offset = offset
+
+
+PagingDep = Annotated[Paging, Depends()]

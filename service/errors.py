@@ -1,0 +1,129 @@
+"""Errors as exceptions that carry their status, rendered as one JSON envelope (schemas.ErrorEnvelope)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from schemas.common import ErrorDetail, ErrorEnvelope
+
+log = logging.getLogger("ridgeline")
+
+
+class RidgelineError(Exception):
+    """Base of every error the service raises on purpose."""
+
+    status_code = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, detail: list[ErrorDetail] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail or []
+
+
+class NotFound(RidgelineError):
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(RidgelineError):
+    status_code = 409
+    code = "conflict"
+
+
+class ReadOnly(RidgelineError):
+    status_code = 403
+    code = "read_only"
+
+
+class Unprocessable(RidgelineError):
+    status_code = 422
+    code = "validation_error"
+
+
+class ServiceUnavailable(RidgelineError):
+    status_code = 503
+    code = "unavailable"
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def details_from_validation(errors: list[Any], prefix: tuple[str, ...] = ()) -> list[ErrorDetail]:
+    out = []
+    for e in errors:
+        loc = tuple(prefix) + tuple(e.get("loc", ()))
+        msg = e.get("msg", "invalid")
+        # Pydantic wraps ValueError messages raised by our validators: keep the readable part.
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        out.append(ErrorDetail(field=_field(loc) or None, message=msg, type=e.get("type")))
+    return out
+
+
+def validation_message(detail: list[ErrorDetail]) -> str:
+    parts = [f"{d.field}: {d.message}" if d.field else d.message for d in detail[:5]]
+    more = f" (and {len(detail) - 5} more)" if len(detail) > 5 else ""
+    return "Invalid request: " + "; ".join(parts) + more
+
+
+def envelope(status: int, code: str, message: str, detail: list[ErrorDetail] | None = None) -> JSONResponse:
+    body = ErrorEnvelope(error=code, message=message, detail=detail or [])
+    return JSONResponse(status_code=status, content=body.model_dump(mode="json"))
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "too_many_requests",
+}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RidgelineError)
+    async def _ridgeline(_: Request, exc: RidgelineError) -> JSONResponse:
+        return envelope(exc.status_code, exc.code, exc.message, exc.detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = details_from_validation(list(exc.errors()))
+        return envelope(422, "validation_error", validation_message(detail), detail)
+
+    @app.exception_handler(ValidationError)
+    async def _model_validation(_: Request, exc: ValidationError) -> JSONResponse:
+        detail = details_from_validation(list(exc.errors()), ("body",))
+        return envelope(422, "validation_error", validation_message(detail), detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "error")
+        return envelope(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return envelope(500, "internal_error", "Internal server error; the failure has been logged.")
+
+
+# Declared on every route so the envelope shows in the OpenAPI document.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorEnvelope, "description": "Bad request"},
+    404: {"model": ErrorEnvelope, "description": "Not found"},
+    422: {"model": ErrorEnvelope, "description": "Validation error; `detail[].field` names the offending field"},
+    500: {"model": ErrorEnvelope, "description": "Internal error"},
+}

@@ -1,0 +1,107 @@
+"""Health, metrics and the self-hosted API docs."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from pydantic import BaseModel
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from schemas.common import ErrorEnvelope
+from service.catalogue.repository import CatalogueRepository
+from service.deps import SessionDep
+from service.errors import ServiceUnavailable
+from service.orm import HardwareProfile, ModelConfig
+
+router = APIRouter(tags=["system"])
+
+# Module-level collectors, as prometheus_client expects; with several worker processes the serve command sets
+# PROMETHEUS_MULTIPROC_DIR and /metrics aggregates every process's files.
+REQUESTS = Counter("ridgeline_http_requests_total", "HTTP requests", ["method", "route", "status"])
+LATENCY = Histogram(
+    "ridgeline_http_request_duration_seconds",
+    "HTTP request latency",
+    ["method", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
+
+class CatalogueCounts(BaseModel):
+    hardware: int
+    models: int
+
+
+class Health(BaseModel):
+    status: str
+    database: str
+    catalogue: CatalogueCounts
+
+
+@router.get("/healthz", responses={503: {"model": ErrorEnvelope, "description": "Database unreachable"}})
+def healthz(session: SessionDep) -> Health:
+    """Liveness and readiness: the database answers and the catalogue is loaded."""
+    try:
+        session.execute(text("SELECT 1"))
+        counts = CatalogueCounts(
+            hardware=CatalogueRepository(session, HardwareProfile).count(),
+            models=CatalogueRepository(session, ModelConfig).count(),
+        )
+    except SQLAlchemyError as err:
+        raise ServiceUnavailable(f"database unreachable: {type(err).__name__}") from None
+    return Health(status="ok", database="ok", catalogue=counts)
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
+def metrics() -> Response:
+    """Prometheus metrics in the text exposition format."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        data = generate_latest(registry)
+    else:
+        data = generate_latest()
+    return Response(content=data, media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/docs", include_in_schema=False)
+def swagger_ui(request: Request) -> HTMLResponse:
+    root = request.scope.get("root_path", "")
+    return get_swagger_ui_html(
+        openapi_url=f"{root}/openapi.json",
+        title="Ridgeline API",
+        swagger_js_url=f"{root}/static/swagger-ui/swagger-ui-bundle.js",
+        swagger_css_url=f"{root}/static/swagger-ui/swagger-ui.css",
+        swagger_favicon_url=f"{root}/static/swagger-ui/favicon-32x32.png",
+    )
+
+
+def install_metrics_middleware(app: FastAPI) -> None:
+    @app.middleware("http")
+    async def _observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        start = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route: Any = request.scope.get("route")
+            # The route template, not the path: /v1/hardware/{slug}, so slugs don't explode the label set.
+            name = getattr(route, "path", "unmatched")
+            LATENCY.labels(request.method, name).observe(time.perf_counter() - start)
+            REQUESTS.labels(request.method, name, str(status)).inc()
