@@ -45,7 +45,7 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 
 def load_yaml(path: Path) -> dict[str, Any]:
     with path.open(encoding="utf-8") as f:
-        data = yaml.load(f, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        data = yaml.load(f, Loader=_Loader)
     if not isinstance(data, dict):
         raise CatalogueError(f"{path.name}: expected a mapping at the top level")
     return data

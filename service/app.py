@@ -5,7 +5,8 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from service.db import make_engine, make_sessionmaker
@@ -51,7 +52,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     install_metrics_middleware(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-    app.include_router(system_router)
-    app.include_router(hardware_router)
-    app.include_router(models_router)
+    for router in (system_router, hardware_router, models_router):
+        _docstring_summaries(router)
+        app.include_router(router)
     return app
+
+
+def _docstring_summaries(router: APIRouter) -> None:
+    """An endpoint's one-line docstring is its OpenAPI summary (FastAPI would title-case the function name)."""
+    for route in router.routes:
+        if isinstance(route, APIRoute) and route.summary is None and route.description:
+            route.summary = route.description.strip().splitlines()[0]

@@ -19,7 +19,9 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 def alembic_config(database_url: str, connection: Connection | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    cfg.set_main_option("file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(hour).2d%%(minute).2d-%%(rev)s_%%(slug)s")
+    cfg.set_main_option(
+        "file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(hour).2d%%(minute).2d-%%(rev)s_%%(slug)s"
+    )
     # ConfigParser interpolation: a literal % in a password must be doubled.
     cfg.set_main_option("sqlalchemy.url", normalise_database_url(database_url).replace("%", "%%"))
     if connection is not None:

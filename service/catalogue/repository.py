@@ -15,7 +15,7 @@ E = TypeVar("E", HardwareProfile, ModelConfig)
 class CatalogueRepository(Generic[E]):
     def __init__(self, session: Session, table: type[E]) -> None:
         self.session = session
-        self.table = table
+        self.table: type[E] = table
 
     def get(self, slug: str) -> E | None:
         return self.session.get(self.table, slug)

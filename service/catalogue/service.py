@@ -58,8 +58,13 @@ def _sha256(spec: dict[str, Any]) -> str:
 
 def to_read(kind: CatalogueKind[C, R, E], row: E) -> R:
     return kind.read.model_validate(
-        {**row.spec, "slug": row.slug, "builtin": row.builtin, "created_at": row.created_at,
-         "updated_at": row.updated_at}
+        {
+            **row.spec,
+            "slug": row.slug,
+            "builtin": row.builtin,
+            "created_at": row.created_at,
+            "updated_at": row.updated_at,
+        }
     )
 
 
@@ -156,9 +161,8 @@ class SyncReport:
     shadowed: list[str] = field(default_factory=list)  # a user entry holds the slug; left alone
 
     def summary(self) -> str:
-        return (
-            f"{len(self.inserted)} inserted, {len(self.updated)} updated, {len(self.unchanged)} unchanged"
-            + (f", {len(self.shadowed)} left to user entries ({', '.join(self.shadowed)})" if self.shadowed else "")
+        return f"{len(self.inserted)} inserted, {len(self.updated)} updated, {len(self.unchanged)} unchanged" + (
+            f", {len(self.shadowed)} left to user entries ({', '.join(self.shadowed)})" if self.shadowed else ""
         )
 
 

@@ -1,0 +1,159 @@
+"""Fixtures: every database test runs on SQLite and on the local PostgreSQL.
+
+PostgreSQL is not optional: if it cannot be reached the tests fail (CI must not pass by skipping). Each test run
+works in its own schema of the `test` database, made by the real migrations and dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, delete, text
+
+from service import migrate
+from service.app import create_app
+from service.catalogue.load import load_catalogue
+from service.db import make_engine, make_sessionmaker
+from service.orm import HardwareProfile, ModelConfig
+from service.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+POSTGRES_ADMIN_URL = os.environ.get("RIDGELINE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+BACKENDS = ["sqlite", "postgresql"]
+
+
+class PostgresSchema:
+    """A throw-away schema in the test database; the URL pins search_path to it."""
+
+    def __init__(self) -> None:
+        self.name = f"rl_test_{uuid.uuid4().hex[:10]}"
+        self.admin = create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        try:
+            with self.admin.connect() as conn:
+                conn.execute(text(f'CREATE SCHEMA "{self.name}"'))
+        except Exception as err:
+            pytest.fail(f"PostgreSQL at {POSTGRES_ADMIN_URL} is required for the database tests: {err}")
+        self.url = f"{POSTGRES_ADMIN_URL}?options={quote(f'-csearch_path={self.name}')}"
+
+    def drop(self) -> None:
+        with self.admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA "{self.name}" CASCADE'))
+        self.admin.dispose()
+
+
+@pytest.fixture
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A brand-new, empty database of the backend named by the test's `backend` parameter."""
+    backend = request.param if hasattr(request, "param") else "sqlite"
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    schema = PostgresSchema()
+    try:
+        yield schema.url
+    finally:
+        schema.drop()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A migrated database with the built-in catalogue loaded, shared by the tests of one backend."""
+    schema = None
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'ridgeline.db'}"
+    else:
+        schema = PostgresSchema()
+        url = schema.url
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    load_catalogue(make_sessionmaker(engine))
+    engine.dispose()
+    yield url
+    if schema is not None:
+        schema.drop()
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    app = create_app(settings)
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+    # Each test leaves the built-in catalogue as it found it and takes its own entries away.
+    with app.state.sessionmaker() as session:
+        session.execute(delete(HardwareProfile).where(HardwareProfile.builtin.is_(False)))
+        session.execute(delete(ModelConfig).where(ModelConfig.builtin.is_(False)))
+        session.commit()
+    app.state.engine.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """`ridgeline serve` in a subprocess, as a user or the container runs it."""
+
+    def __init__(self, args: list[str], env: dict[str, str], port: int, cwd: Path) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = cwd / "server.log"
+        self._log_file = self.log.open("w")
+        self.proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=self._log_file, stderr=subprocess.STDOUT)
+
+    def wait_healthy(self, timeout_s: float = 60) -> httpx.Response:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                response = httpx.get(f"{self.url}/healthz", timeout=2)
+                if response.status_code == 200:
+                    return response
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        pytest.fail(f"server did not become healthy; log:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self._log_file.close()
+
+
+def ridgeline_command() -> list[str]:
+    """The installed console script, next to the interpreter running the tests."""
+    script = Path(sys.executable).with_name("ridgeline")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli"]
+
+
+@pytest.fixture
+def live_server(tmp_path: Path) -> Iterator[LiveServer]:
+    port = free_port()
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}"}
+    server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
+    server.wait_healthy()
+    yield server
+    server.stop()

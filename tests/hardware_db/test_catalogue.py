@@ -1,0 +1,151 @@
+"""The built-in catalogue: every slug the issue names, valid, with figures that match their sources.
+
+Spot checks hold figures against shared/reference/HARDWARE_SOURCES.md, typed here by hand.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hardware_db import load_hardware, load_models
+from schemas.hardware import HardwareCreate, source_for
+from schemas.models import ModelCreate
+
+HARDWARE_SLUGS = {
+    "v100-sxm2-32gb", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h200-sxm",
+    "b200", "l4", "l40s", "rtx-4090", "mi250x", "mi300x", "mi325x", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
+    "cpu-generic",
+}  # fmt: skip
+MODEL_SLUGS = {
+    "gpt2", "seed-calculator", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
+    "llama-3.1-405b", "mistral-7b", "mixtral-8x7b", "qwen2.5-72b", "gemma-2-9b", "deepseek-v3", "gpt3-175b",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def hardware() -> dict[str, HardwareCreate]:
+    return {p.slug: p for p in load_hardware()}
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, ModelCreate]:
+    return {m.slug: m for m in load_models()}
+
+
+def test_every_named_hardware_profile_is_there(hardware: dict[str, HardwareCreate]) -> None:
+    assert set(hardware) >= HARDWARE_SLUGS
+
+
+def test_every_named_model_is_there(models: dict[str, ModelCreate]) -> None:
+    assert set(models) >= MODEL_SLUGS
+
+
+def test_every_profile_cites_a_source_with_a_url_or_a_measurement(hardware: dict[str, HardwareCreate]) -> None:
+    for profile in hardware.values():
+        for source in profile.sources:
+            assert source.url or source.title, profile.slug
+        assert source_for("memory.device.bandwidth_bytes_per_s", profile.figure_sources), profile.slug
+
+
+@pytest.mark.parametrize(
+    ("slug", "dtype", "tflops"),
+    [
+        ("h100-sxm", "bf16", 989),  # §1: dense = sparse 1979 / 2
+        ("h100-sxm", "fp8", 1979),
+        ("a100-sxm-80gb", "bf16", 312),
+        ("a100-sxm-40gb", "tf32", 156),
+        ("h100-pcie", "bf16", 756),
+        ("h200-sxm", "bf16", 989),
+        ("b200", "bf16", 2250),
+        ("mi300x", "bf16", 1307.4),
+        ("tpu-v5e", "bf16", 197),
+        ("tpu-v5p", "bf16", 459),
+        ("tpu-v6e", "bf16", 918),
+        ("tpu-v4", "bf16", 275),
+    ],
+)
+def test_dense_matrix_peaks(hardware: dict[str, HardwareCreate], slug: str, dtype: str, tflops: float) -> None:
+    peaks = {str(k): v for k, v in hardware[slug].compute.matrix_flops_per_s.items()}
+    assert peaks[dtype] == pytest.approx(tflops * 1e12, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("slug", "gb_per_s", "units"),
+    [
+        ("v100-sxm2-32gb", 900, 80),
+        ("a100-sxm-80gb", 2039, 108),  # datasheet 2039 GB/s chosen over the rounded 2.00 TB/s (§8.14)
+        ("a100-sxm-40gb", 1555, 108),
+        ("h100-sxm", 3350, 132),
+        ("h200-sxm", 4800, 132),
+        ("l40s", 864, 142),
+        ("rtx-4090", 1008, 128),
+        ("mi300x", 5300, 304),
+        ("mi325x", 6000, 304),
+        ("tpu-v6e", 1638, 1),
+    ],
+)
+def test_memory_bandwidth_and_compute_units(
+    hardware: dict[str, HardwareCreate], slug: str, gb_per_s: float, units: int
+) -> None:
+    profile = hardware[slug]
+    assert profile.memory.device.bandwidth_bytes_per_s == pytest.approx(gb_per_s * 1e9, rel=1e-3)
+    assert profile.compute.units == units
+
+
+def test_a100_has_no_fp8_and_v100_no_bf16(hardware: dict[str, HardwareCreate]) -> None:
+    assert "fp8" not in {str(k) for k in hardware["a100-sxm-80gb"].compute.matrix_flops_per_s}
+    assert "bf16" not in {str(k) for k in hardware["v100-sxm2-32gb"].compute.matrix_flops_per_s}
+
+
+def test_h100_nvlink_is_450_gb_per_s_per_direction(hardware: dict[str, HardwareCreate]) -> None:
+    link = hardware["h100-sxm"].interconnect.scale_up
+    assert link is not None
+    assert link.bandwidth_per_direction_bytes_per_s == 450e9  # 900 GB/s bidirectional (§3)
+    assert link.links == 18
+
+
+def test_tpu_torus_wraparound_rules(hardware: dict[str, HardwareCreate]) -> None:
+    v5e = hardware["tpu-v5e"].interconnect.scale_up
+    v5p = hardware["tpu-v5p"].interconnect.scale_up
+    assert v5e is not None and v5p is not None
+    assert v5e.topology == "torus" and v5e.wraparound_axis_multiple == 16  # only full 16-chip axes wrap
+    assert v5p.topology == "torus" and v5p.wraparound_axis_multiple == 4  # whole 4x4x4 cubes via OCS
+
+
+def test_h200_l2_follows_the_recorded_choice(hardware: dict[str, HardwareCreate]) -> None:
+    cache = hardware["h200-sxm"].memory.cache
+    assert cache is not None and cache.capacity_bytes == 60_000_000  # §8.1: device-reported 60 MB
+    assert any("60 MB" in note or "L2" in note for note in hardware["h200-sxm"].notes)
+
+
+@pytest.mark.parametrize(
+    ("slug", "layers", "hidden", "heads", "kv_heads", "ffn"),
+    [
+        ("seed-calculator", 24, 768, 16, 16, 3072),
+        ("gpt2", 12, 768, 12, 12, 3072),
+        ("llama-2-70b", 80, 8192, 64, 8, 28672),
+        ("llama-3-70b", 80, 8192, 64, 8, 28672),
+        ("llama-3.1-405b", 126, 16384, 128, 8, 53248),
+        ("gpt3-175b", 96, 12288, 96, 96, 49152),
+    ],
+)
+def test_model_shapes(
+    models: dict[str, ModelCreate], slug: str, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int
+) -> None:
+    m = models[slug]
+    assert (m.layers, m.hidden_size, m.heads, m.kv_heads, m.ffn_size) == (layers, hidden, heads, kv_heads, ffn)
+
+
+def test_moe_models(models: dict[str, ModelCreate]) -> None:
+    mixtral, deepseek = models["mixtral-8x7b"].moe, models["deepseek-v3"].moe
+    assert mixtral is not None and (mixtral.experts, mixtral.top_k, mixtral.shared_experts) == (8, 2, 0)
+    assert deepseek is not None and (deepseek.experts, deepseek.top_k, deepseek.shared_experts) == (256, 8, 1)
+    assert models["deepseek-v3"].mla is not None and models["deepseek-v3"].mla.kv_lora_rank == 512
+
+
+def test_dense_parameter_count_matches_what_the_authors_report(models: dict[str, ModelCreate]) -> None:
+    """12·L·d² + embeddings (Kaplan et al. 2020) for a standard MHA model: GPT-3 175B is 174.6 B by hand."""
+    m = models["gpt3-175b"]
+    params = 12 * m.layers * m.hidden_size**2 + m.vocab_size * m.hidden_size
+    assert params == pytest.approx(174.56e9, rel=1e-3)
+    assert m.reported_parameters == pytest.approx(params, rel=0.01)

@@ -1,0 +1,88 @@
+"""The container files: no Docker engine runs here, so test what they run — the entry commands and settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.conftest import REPO, LiveServer, PostgresSchema, free_port
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, object]:
+    data: dict[str, object] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    return data
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    schema = PostgresSchema()
+    yield schema.url
+    schema.drop()
+
+
+def _local(command: list[str], port: int) -> list[str]:
+    """The container's command, bound to loopback on a free port, with this environment's console script."""
+    out = list(command)
+    out[out.index("--port") + 1] = str(port)
+    out[out.index("--host") + 1] = "127.0.0.1"
+    out[0] = str(Path(sys.executable).with_name(out[0]))
+    return out
+
+
+def test_compose_waits_for_a_healthy_postgres(compose: dict[str, object]) -> None:
+    services = compose["services"]
+    assert isinstance(services, dict)
+    assert "pg_isready" in " ".join(services["db"]["healthcheck"]["test"])
+    assert services["api"]["depends_on"]["db"]["condition"] == "service_healthy"
+    url = services["api"]["environment"]["DATABASE_URL"]
+    assert url.startswith("postgresql+psycopg://") and "@db:5432/" in url
+
+
+def test_compose_api_command_migrates_loads_and_serves_on_postgres(
+    compose: dict[str, object], postgres_url: str, tmp_path: Path
+) -> None:
+    services = compose["services"]
+    assert isinstance(services, dict)
+    api = services["api"]
+    port = free_port()
+    # The compose file's own environment, with the database host swapped for this machine's test schema.
+    env = {**os.environ, **api["environment"], "DATABASE_URL": postgres_url}
+    env.pop("RIDGELINE_DATABASE_URL", None)
+    server = LiveServer(_local(api["command"], port), env, port, tmp_path)
+    try:
+        health = server.wait_healthy().json()
+        assert health["catalogue"]["hardware"] >= 19 and health["catalogue"]["models"] >= 14
+        # Two worker processes: many requests, all answered; metrics aggregate across processes.
+        for _ in range(20):
+            assert httpx.get(f"{server.url}/v1/hardware/h100-sxm", timeout=5).status_code == 200
+        metrics = httpx.get(f"{server.url}/metrics", timeout=5).text
+        counts = re.findall(r'route="/v1/hardware/\{slug\}",status="200"\} (\d+\.\d+)', metrics)
+        assert counts and float(counts[0]) == 20.0
+    finally:
+        server.stop()
+    log = server.log.read_text()
+    assert "database at revision" in log and "catalogue hardware:" in log
+
+
+def test_dockerfile_command_serves_on_sqlite_in_its_workdir(tmp_path: Path) -> None:
+    dockerfile = (REPO / "Dockerfile").read_text()
+    cmd = json.loads(re.search(r"^CMD (\[.*\])$", dockerfile, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    copied = set(re.findall(r"^COPY (\w+) ", dockerfile, re.MULTILINE))
+    assert {"roofline", "schemas", "hardware_db", "service", "migrations", "worker"} <= copied
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "RIDGELINE_DATABASE_URL")}
+    server = LiveServer(_local(cmd, port), env, port, tmp_path)  # cwd plays the image's WORKDIR /data
+    try:
+        assert server.wait_healthy().json()["catalogue"]["hardware"] >= 19
+    finally:
+        server.stop()
+    assert (tmp_path / "ridgeline.db").exists()
