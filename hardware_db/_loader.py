@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
@@ -59,29 +59,27 @@ def _describe(path: Path, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def load_hardware(directory: Path = HARDWARE_DIR) -> list[HardwareCreate]:
-    """Every hardware profile in `directory`, validated; the file name must be the slug."""
-    profiles = []
+S = TypeVar("S", HardwareCreate, ModelCreate)
+
+
+def _load_all(directory: Path, schema: type[S]) -> list[S]:
+    docs = []
     for path in sorted(directory.glob("*.yaml")):
         try:
-            profile = HardwareCreate.model_validate(load_yaml(path))
+            doc = schema.model_validate(load_yaml(path))
         except ValidationError as err:
             raise CatalogueError(_describe(path, err)) from None
-        if profile.slug != path.stem:
-            raise CatalogueError(f"{path.name}: slug {profile.slug!r} does not match the file name")
-        profiles.append(profile)
-    return profiles
+        if doc.slug != path.stem:
+            raise CatalogueError(f"{path.name}: slug {doc.slug!r} does not match the file name")
+        docs.append(doc)
+    return docs
+
+
+def load_hardware(directory: Path = HARDWARE_DIR) -> list[HardwareCreate]:
+    """Every hardware profile in `directory`, validated; the file name must be the slug."""
+    return _load_all(directory, HardwareCreate)
 
 
 def load_models(directory: Path = MODELS_DIR) -> list[ModelCreate]:
     """Every model config in `directory`, validated; the file name must be the slug."""
-    models = []
-    for path in sorted(directory.glob("*.yaml")):
-        try:
-            model = ModelCreate.model_validate(load_yaml(path))
-        except ValidationError as err:
-            raise CatalogueError(_describe(path, err)) from None
-        if model.slug != path.stem:
-            raise CatalogueError(f"{path.name}: slug {model.slug!r} does not match the file name")
-        models.append(model)
-    return models
+    return _load_all(directory, ModelCreate)

@@ -5,9 +5,12 @@ Spot checks hold figures against shared/reference/HARDWARE_SOURCES.md, typed her
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from hardware_db import load_hardware, load_models
+from hardware_db import CatalogueError, load_hardware, load_models
+from hardware_db._loader import HARDWARE_DIR
 from schemas.hardware import HardwareCreate, source_for
 from schemas.models import ModelCreate
 
@@ -149,3 +152,21 @@ def test_dense_parameter_count_matches_what_the_authors_report(models: dict[str,
     params = 12 * m.layers * m.hidden_size**2 + m.vocab_size * m.hidden_size
     assert params == pytest.approx(174.56e9, rel=1e-3)
     assert m.reported_parameters == pytest.approx(params, rel=0.01)
+
+
+def test_a_bad_file_is_reported_with_its_name_and_field(tmp_path: Path) -> None:
+    directory = tmp_path
+    text = (
+        (HARDWARE_DIR / "h100-sxm.yaml")
+        .read_text()
+        .replace("bandwidth_bytes_per_s: 3.35e12", "bandwidth_bytes_per_s: -1")
+    )
+    (directory / "h100-sxm.yaml").write_text(text)
+    with pytest.raises(CatalogueError, match=r"h100-sxm.yaml: .*\n  memory.device.bandwidth_bytes_per_s: "):
+        load_hardware(directory)
+    (directory / "h100-sxm.yaml").write_text(text.replace("slug: h100-sxm", "slug: other").replace(": -1", ": 3.35e12"))
+    with pytest.raises(CatalogueError, match="does not match the file name"):
+        load_hardware(directory)
+    (directory / "h100-sxm.yaml").write_text("slug: a\nslug: b\n")
+    with pytest.raises(Exception, match="duplicate key"):
+        load_hardware(directory)
