@@ -11,6 +11,7 @@ from fastapi.staticfiles import StaticFiles
 
 from service.db import make_engine, make_sessionmaker
 from service.errors import install_error_handlers
+from service.estimates.router import router as estimates_router
 from service.hardware.router import router as hardware_router
 from service.models.router import router as models_router
 from service.settings import Settings
@@ -52,7 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     install_metrics_middleware(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-    for router in (system_router, hardware_router, models_router):
+    for router in (system_router, hardware_router, models_router, estimates_router):
         _docstring_summaries(router)
         app.include_router(router)
     return app

@@ -78,3 +78,76 @@ _MODEL: dict[str, Any] = {
 
 MODEL_CREATE_EXAMPLE = {"gqa-7b": Example(summary="A 7B model with 8 KV heads", value=_MODEL)}
 MODEL_PATCH_EXAMPLE = {"context": Example(summary="Longer context", value={"max_context_tokens": 65536})}
+
+ESTIMATE_OP_EXAMPLES = {
+    "wave-cliff": Example(
+        summary="Seed 002: a 1793³ bf16 matmul on an A100 with 256×128 tiles (120 tiles, 2 waves)",
+        value={
+            "hardware": "a100-sxm-80gb",
+            "op": {"kind": "matmul", "m": 1793, "n": 1793, "k": 1793, "tile": [256, 128]},
+        },
+    ),
+    "fused-relu": Example(
+        summary="Seed 000: relu(A@B) fused into the matmul",
+        value={
+            "hardware": "tpu-v4",
+            "op": {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "epilogue": ["relu"], "fuse_epilogue": True},
+        },
+    ),
+    "flash-attention": Example(
+        summary="Causal flash attention, Llama-3-8B shapes, 8k prefill",
+        value={
+            "hardware": "h100-sxm",
+            "op": {
+                "kind": "attention",
+                "batch": 1,
+                "heads": 32,
+                "kv_heads": 8,
+                "head_dim": 128,
+                "q_len": 8192,
+                "kv_len": 8192,
+                "causal": True,
+                "implementation": "flash",
+            },
+        },
+    ),
+    "what-if": Example(
+        summary="An H100 with 5 TB/s: a decode-shaped GEMV",
+        value={
+            "hardware": "h100-sxm",
+            "hardware_patch": {"memory": {"device": {"bandwidth_bytes_per_s": 5e12}}},
+            "op": {"kind": "matmul", "m": 1, "n": 8192, "k": 8192},
+        },
+    ),
+}
+ESTIMATE_OPS_EXAMPLES = {
+    "sweep": Example(
+        summary="Square bf16 matmuls 1024…4096 on an A100",
+        value={
+            "hardware": "a100-sxm-80gb",
+            "sweep": {
+                "op": {"kind": "matmul", "m": 1, "n": 1, "k": 1},
+                "vary": {"m": [1024, 2048, 4096], "n": [1024, 2048, 4096], "k": [4096]},
+            },
+        },
+    ),
+    "list": Example(
+        summary="sin²x + cos²x: five kernels, or one",
+        value={
+            "hardware": "h100-sxm",
+            "ops": [
+                {
+                    "kind": "chain",
+                    "fused": False,
+                    "ops": [
+                        {"kind": "elementwise", "elements": 16777216, "transcendentals_per_element": 1},
+                        {"kind": "elementwise", "elements": 16777216},
+                        {"kind": "elementwise", "elements": 16777216, "transcendentals_per_element": 1},
+                        {"kind": "elementwise", "elements": 16777216},
+                        {"kind": "elementwise", "elements": 16777216, "inputs": 2, "chained_inputs": 2},
+                    ],
+                },
+            ],
+        },
+    ),
+}

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# Bytes per element of each storage type. tf32 is stored as fp32; int4/fp4 pack two to a byte.
+DTYPE_BYTES: Mapping[str, float] = {
+    "fp64": 8.0, "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5,
+}  # fmt: skip
+
+
+def dtype_bytes(dtype: str) -> float:
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}") from None
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the roofline needs of a device, in SI units. Built from a catalogue profile by the service.
+
+    Peaks are dense FLOP/s; efficiencies are the fractions of peak that well-tuned kernels reach on large shapes.
+    """
+
+    name: str
+    units: int  # SMs / CUs / TensorCores / cores
+    matrix_flops_per_s: Mapping[str, float]
+    vector_flops_per_s: Mapping[str, float]
+    memory_bytes_per_s: float
+    memory_capacity_bytes: float
+    launch_s: float
+    eff_matmul: float
+    eff_vector: float
+    eff_memory: float
+    special_function_ops_per_s: float | None = None
+    cache_bytes: float = 0.0
+    local_bytes_per_unit: float = 0.0
+    tiles: tuple[tuple[int, int], ...] = ((128, 128),)
+    concurrent_tiles_per_unit: int = 1
+    alignment_bytes: int = 16
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+    def matrix_peak(self, dtype: str) -> tuple[float, str]:
+        """Peak FLOP/s of a matrix product with inputs in `dtype` (fp32 accumulate) and the unit that runs it."""
+        if dtype in self.matrix_flops_per_s:
+            return self.matrix_flops_per_s[dtype], "matrix"
+        if dtype in self.vector_flops_per_s:
+            return self.vector_flops_per_s[dtype], "vector"
+        have = sorted(set(self.matrix_flops_per_s) | set(self.vector_flops_per_s))
+        raise ValueError(f"{self.name} has no {dtype} peak; it has {', '.join(have)}")
+
+    def vector_peak(self, dtype: str) -> float:
+        """Vector-unit FLOP/s for elementwise math on `dtype`; narrow types compute in fp32 where no rate is given."""
+        if dtype in self.vector_flops_per_s:
+            return self.vector_flops_per_s[dtype]
+        if "fp32" in self.vector_flops_per_s:
+            return self.vector_flops_per_s["fp32"]
+        return max(self.vector_flops_per_s.values())
+
+    @property
+    def on_chip_bytes(self) -> float:
+        """Everything that can hold an intermediate without a round trip to device memory: cache + local memories."""
+        return self.cache_bytes + self.units * self.local_bytes_per_unit

@@ -1,0 +1,142 @@
+"""Kernels: the unit of cost. An op is one or more kernels; a fused chain merges its ops into one kernel."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from roofline._estimate import Array, Estimate, kernel_time
+from roofline._hardware import Hardware
+
+
+def arr(x: float | Array | Sequence[float]) -> Array:
+    out: Array = np.asarray(x, dtype=np.float64)
+    return out
+
+
+@dataclass
+class Kernel:
+    """The cost of one kernel before memory time: math per unit, and the tensors it reads and writes.
+
+    `chained_in_bytes` is the input that, inside a chain, is the previous op's output (on chip when fused);
+    `external_in_bytes` are the inputs that always come from device memory.
+    """
+
+    flops: Array
+    matrix_s: Array  # time on the matrix unit (tile- and wave-quantized), 0 if none
+    vector_flops: Array  # of `flops`, those on the vector unit
+    sfu_ops: Array  # transcendentals on the special-function units
+    external_in_bytes: Array
+    chained_in_bytes: Array
+    out_bytes: Array
+    peak: Array  # FLOP/s of the unit that does this kernel's main math
+    unit: str
+    consumes_whole_input: bool = False  # a matmul needs all of its chained operand, not a stream of it
+    extra: dict[str, Array] = field(default_factory=dict)
+    assumptions: dict[str, object] = field(default_factory=dict)
+
+    def compute_s(self, hw: Hardware, dtype_vector_peak: float) -> Array:
+        """Math time: the matrix, vector and special-function units work concurrently, so the slowest one counts."""
+        vector_s = self.vector_flops / (dtype_vector_peak * hw.eff_vector)
+        sfu_rate = hw.special_function_ops_per_s or dtype_vector_peak / 4.0
+        sfu_s = self.sfu_ops / (sfu_rate * hw.eff_vector)
+        out: Array = np.maximum(self.matrix_s, np.maximum(vector_s, sfu_s))
+        return out
+
+
+def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s: float) -> Estimate:
+    """Kernels run one after another, each reading and writing device memory."""
+    bw = hw.memory_bytes_per_s * hw.eff_memory
+    shape = np.broadcast_shapes(*(np.shape(k.flops) for k in kernels), *(np.shape(k.out_bytes) for k in kernels))
+    total = {name: np.zeros(shape) for name in ("flops", "bytes", "compute", "memory", "time")}
+    for k in kernels:
+        moved = k.external_in_bytes + k.chained_in_bytes + k.out_bytes
+        c, m = k.compute_s(hw, vector_peak), moved / bw
+        total["flops"] = total["flops"] + k.flops
+        total["bytes"] = total["bytes"] + moved
+        total["compute"] = total["compute"] + c
+        total["memory"] = total["memory"] + m
+        total["time"] = total["time"] + kernel_time(c, m, launch_s)
+    main = max(kernels, key=lambda k: float(np.max(k.flops)) if np.size(k.flops) else 0.0)
+    extra: dict[str, Array] = {}
+    assumptions: dict[str, object] = {"kernels": len(kernels)}
+    for k in kernels:
+        extra.update(k.extra)
+        assumptions.update(k.assumptions)
+    return Estimate(
+        flops=np.broadcast_to(total["flops"], shape),
+        bytes=np.broadcast_to(total["bytes"], shape),
+        compute_s=np.broadcast_to(total["compute"], shape),
+        memory_s=np.broadcast_to(total["memory"], shape),
+        overhead_s=np.full(shape, launch_s * len(kernels)),
+        time_s=np.broadcast_to(total["time"], shape),
+        peak_flops_per_s=np.broadcast_to(main.peak, shape),
+        bandwidth_bytes_per_s=hw.memory_bytes_per_s,
+        unit=main.unit,
+        extra=extra,
+        assumptions=assumptions,
+    )
+
+
+def fuse(kernels: Sequence[Kernel], hw: Hardware) -> Kernel:
+    """Merge a chain into one kernel: only the chain's external inputs and its last output touch device memory,
+    except an intermediate that a matmul consumes whole and that outgrows on-chip memory (written and read back)."""
+    first, last = kernels[0], kernels[-1]
+    external = first.external_in_bytes + first.chained_in_bytes
+    spilled = np.zeros_like(arr(first.out_bytes))
+    for producer, consumer in itertools.pairwise(kernels):
+        external = external + consumer.external_in_bytes
+        if consumer.consumes_whole_input:
+            spill = producer.out_bytes > hw.on_chip_bytes
+            spilled = spilled + np.where(spill, 2.0 * producer.out_bytes, 0.0)
+    main = max(kernels, key=lambda k: float(np.max(k.flops)) if np.size(k.flops) else 0.0)
+    extra: dict[str, Array] = {}
+    assumptions: dict[str, object] = {}
+    for k in kernels:
+        extra.update(k.extra)
+        assumptions.update(k.assumptions)
+    ideal = external + last.out_bytes
+    extra["ideal_bytes"] = ideal
+    extra["spilled_bytes"] = spilled
+    return Kernel(
+        flops=sum((k.flops for k in kernels), start=np.zeros(())),
+        matrix_s=sum((k.matrix_s for k in kernels), start=np.zeros(())),
+        vector_flops=sum((k.vector_flops for k in kernels), start=np.zeros(())),
+        sfu_ops=sum((k.sfu_ops for k in kernels), start=np.zeros(())),
+        external_in_bytes=external + spilled,
+        chained_in_bytes=np.zeros(()),
+        out_bytes=last.out_bytes,
+        peak=main.peak,
+        unit=main.unit,
+        extra=extra,
+        assumptions=assumptions,
+    )
+
+
+def chain(ops: Sequence[Sequence[Kernel]], hw: Hardware, fused: bool, vector_peak: float, launch_s: float) -> Estimate:
+    """Ops one after another, each consuming the previous op's output.
+
+    A matmul consumes it as whichever operand has its size (A: b·m·k, B: b·k·n); other ops as their first input.
+    Fused: one kernel (`fuse`). Unfused: every kernel reads its inputs from and writes its output to device memory.
+    """
+    kernels: list[Kernel] = list(ops[0])
+    for index, op in enumerate(ops[1:], start=1):
+        head = op[0]
+        if "a_bytes" in head.extra:
+            produced = kernels[-1].out_bytes
+            for operand in ("a_bytes", "b_bytes"):
+                if np.allclose(head.extra[operand], produced):
+                    head.external_in_bytes = head.external_in_bytes - head.extra[operand]
+                    head.chained_in_bytes = head.extra[operand]
+                    break
+            else:
+                raise ValueError(
+                    f"ops[{index}]: neither operand of this matmul has the size of the previous op's output"
+                )
+        kernels.extend(op)
+    if fused:
+        return single([fuse(kernels, hw)], hw, vector_peak, launch_s)
+    return single(kernels, hw, vector_peak, launch_s)

@@ -1,0 +1,201 @@
+"""Op descriptions: the same JSON object is an estimate request's `op` and (later) a benchmark result's `op`.
+
+A discriminated union on `kind`. Sizes are element counts; `dtype` is the storage type of inputs and outputs.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from schemas.common import Dtype, InputModel
+
+# Bounded so that products of a few dimensions stay well inside float64's exact-integer range.
+Dim = Annotated[int, Field(gt=0, le=1 << 24, description="A dimension, 1 … 16 777 216.")]
+Count = Annotated[int, Field(gt=0, le=1 << 40, description="An element count, 1 … 2⁴⁰.")]
+PerElement = Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]
+
+
+class EpilogueOp(StrEnum):
+    bias = "bias"
+    relu = "relu"
+    gelu = "gelu"
+    silu = "silu"
+    sigmoid = "sigmoid"
+    residual = "residual"  # adds a second m×n input
+
+
+class ActivationFn(StrEnum):
+    relu = "relu"
+    gelu = "gelu"
+    gelu_tanh = "gelu_tanh"
+    silu = "silu"
+    sigmoid = "sigmoid"
+    tanh = "tanh"
+    swiglu = "swiglu"
+    geglu = "geglu"
+
+
+class Matmul(InputModel):
+    """C[batch, m, n] = A[batch, m, k] · B[batch, k, n] (+ an elementwise epilogue on C)."""
+
+    kind: Literal["matmul"] = "matmul"
+    m: Dim
+    n: Dim
+    k: Dim
+    batch: Dim = 1
+    dtype: Dtype = Dtype.bf16
+    out_dtype: Dtype | None = Field(default=None, description="Output storage type; defaults to dtype.")
+    tile: tuple[Dim, Dim] | None = Field(
+        default=None, description="Fix the output tile [tm, tn] instead of choosing as a library heuristic would."
+    )
+    epilogue: list[EpilogueOp] = Field(default_factory=list, max_length=8)
+    fuse_epilogue: bool = True
+
+
+class Elementwise(InputModel):
+    kind: Literal["elementwise"] = "elementwise"
+    elements: Count
+    inputs: Annotated[int, Field(ge=0, le=64)] = 1
+    outputs: Annotated[int, Field(ge=1, le=64)] = 1
+    flops_per_element: PerElement = 1.0
+    transcendentals_per_element: PerElement = Field(
+        default=0.0, description="exp/sin/tanh… per element, run on the special-function units."
+    )
+    chained_inputs: Annotated[int, Field(ge=0, le=64)] = Field(
+        default=1,
+        description="Inside a chain: how many inputs are earlier ops' outputs (or re-reads of the chain's input), "
+        "which stay on chip when the chain is fused. Ignored for the first op of a chain and outside chains.",
+    )
+    dtype: Dtype = Dtype.bf16
+
+
+class Activation(InputModel):
+    kind: Literal["activation"] = "activation"
+    elements: Count = Field(description="Output elements.")
+    function: ActivationFn
+    dtype: Dtype = Dtype.bf16
+
+
+class Reduction(InputModel):
+    kind: Literal["reduction"] = "reduction"
+    rows: Count
+    cols: Count = Field(description="Length of each reduced row.")
+    dtype: Dtype = Dtype.bf16
+
+
+class Softmax(InputModel):
+    kind: Literal["softmax"] = "softmax"
+    rows: Count
+    cols: Count
+    dtype: Dtype = Dtype.bf16
+    online: bool = Field(default=True, description="One pass (online max and sum) instead of three.")
+
+
+class LayerNorm(InputModel):
+    kind: Literal["layernorm"] = "layernorm"
+    rows: Count
+    cols: Count
+    dtype: Dtype = Dtype.bf16
+
+
+class RmsNorm(InputModel):
+    kind: Literal["rmsnorm"] = "rmsnorm"
+    rows: Count
+    cols: Count
+    dtype: Dtype = Dtype.bf16
+
+
+class Rotary(InputModel):
+    kind: Literal["rotary"] = "rotary"
+    tokens: Count
+    heads: Dim
+    head_dim: Dim
+    dtype: Dtype = Dtype.bf16
+
+
+class Embedding(InputModel):
+    kind: Literal["embedding"] = "embedding"
+    tokens: Count
+    hidden: Dim
+    vocab: Dim
+    dtype: Dtype = Dtype.bf16
+
+
+class CrossEntropy(InputModel):
+    kind: Literal["cross_entropy"] = "cross_entropy"
+    tokens: Count
+    vocab: Dim
+    dtype: Dtype = Dtype.bf16
+
+
+class AttentionImpl(StrEnum):
+    naive = "naive"
+    flash = "flash"
+
+
+class Attention(InputModel):
+    kind: Literal["attention"] = "attention"
+    batch: Dim
+    heads: Dim
+    kv_heads: Dim | None = Field(default=None, description="Defaults to heads (MHA); 1 is MQA; between is GQA.")
+    head_dim: Dim
+    q_len: Dim
+    kv_len: Dim
+    causal: bool = True
+    implementation: AttentionImpl = AttentionImpl.flash
+    dtype: Dtype = Dtype.bf16
+
+    @model_validator(mode="after")
+    def _shapes(self) -> Attention:
+        kv = self.kv_heads or self.heads
+        if kv > self.heads or self.heads % kv:
+            raise ValueError("kv_heads must divide heads")
+        if self.q_len > self.kv_len:
+            raise ValueError("q_len must not exceed kv_len (queries attend to the cache and themselves)")
+        return self
+
+
+LeafOp = Annotated[
+    Matmul
+    | Elementwise
+    | Activation
+    | Reduction
+    | Softmax
+    | LayerNorm
+    | RmsNorm
+    | Rotary
+    | Embedding
+    | CrossEntropy
+    | Attention,
+    Field(discriminator="kind"),
+]
+
+
+class Chain(InputModel):
+    """Ops applied one after another, each taking the previous op's output as its first input (a matmul takes it
+    as whichever operand has its size). Fused, only the chain's external inputs and final output touch device
+    memory, unless a matmul needs a whole intermediate that outgrows on-chip memory."""
+
+    kind: Literal["chain"] = "chain"
+    ops: list[LeafOp] = Field(min_length=1, max_length=64)
+    fused: bool = True
+
+
+Op = Annotated[
+    Matmul
+    | Elementwise
+    | Activation
+    | Reduction
+    | Softmax
+    | LayerNorm
+    | RmsNorm
+    | Rotary
+    | Embedding
+    | CrossEntropy
+    | Attention
+    | Chain,
+    Field(discriminator="kind"),
+]

@@ -1,0 +1,38 @@
+"""HTTP routes for op estimates."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body
+
+from schemas.estimates import EstimateOpRequest, EstimateOpsRead, EstimateOpsRequest, EstimateRead
+from service.deps import SessionDep
+from service.errors import ERROR_RESPONSES
+from service.estimates import service
+from service.examples import ESTIMATE_OP_EXAMPLES, ESTIMATE_OPS_EXAMPLES
+
+router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RESPONSES)
+
+
+@router.post("/op")
+def estimate_op(
+    session: SessionDep, body: Annotated[EstimateOpRequest, Body(openapi_examples=ESTIMATE_OP_EXAMPLES)]
+) -> EstimateRead:
+    """Estimate one op on one device: time, FLOPs, bytes and which roof bounds it."""
+    spec, name = service.resolve_hardware(session, body)
+    hw = service.to_core(spec, body)
+    return service.rows(service.with_assumptions(service.evaluate(hw, body.op), hw, name))[0]
+
+
+@router.post("/ops")
+def estimate_ops(
+    session: SessionDep, body: Annotated[EstimateOpsRequest, Body(openapi_examples=ESTIMATE_OPS_EXAMPLES)]
+) -> EstimateOpsRead:
+    """Estimate a list of ops, or one op swept over a grid of sizes (vectorised)."""
+    spec, name = service.resolve_hardware(session, body)
+    hw = service.to_core(spec, body)
+    if body.sweep is not None:
+        est, grid = service.sweep(hw, body.sweep)
+        return EstimateOpsRead(items=service.rows(service.with_assumptions(est, hw, name)), grid=grid)
+    return service.estimate_ops(hw, body.ops or [], name)
