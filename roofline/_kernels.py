@@ -35,6 +35,10 @@ class Kernel:
     peak: Array  # FLOP/s of the unit that does this kernel's main math
     unit: str
     consumes_whole_input: bool = False  # a matmul needs all of its chained operand, not a stream of it
+    # Time the compute units spend waiting rather than computing, on top of `matrix_s`: a tiled kernel's pipeline
+    # fill and output store per wave (`roofline._ops.K_STEP`). It adds to the compute timeline, not to memory time.
+    exposed_s: Array = field(default_factory=lambda: np.zeros(()))
+    launches: Array = field(default_factory=lambda: np.ones(()))  # a split-K matmul is 2: the product, the sum
     extra: dict[str, Array] = field(default_factory=dict)
     assumptions: dict[str, object] = field(default_factory=dict)
 
@@ -48,10 +52,15 @@ class Kernel:
 
 
 def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s: float) -> Estimate:
-    """Kernels run one after another, each reading and writing device memory."""
+    """Kernels run one after another, each reading and writing device memory.
+
+    Each kernel costs `kernel_time`: its fixed cost (once per launch it stands for), then the smooth maximum of
+    math and memory time, never less than math plus the waits a tiled kernel cannot hide. `compute_s` reports
+    the math alone and `overhead_s` the fixed costs.
+    """
     bw = hw.memory_bytes_per_s * hw.eff_memory
     shape = np.broadcast_shapes(*(np.shape(k.flops) for k in kernels), *(np.shape(k.out_bytes) for k in kernels))
-    total = {name: np.zeros(shape) for name in ("flops", "bytes", "compute", "memory", "time")}
+    total = {name: np.zeros(shape) for name in ("flops", "bytes", "compute", "memory", "overhead", "time")}
     for k in kernels:
         moved = k.external_in_bytes + k.chained_in_bytes + k.out_bytes
         c, m = k.compute_s(hw, vector_peak), moved / bw
@@ -59,7 +68,8 @@ def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s
         total["bytes"] = total["bytes"] + moved
         total["compute"] = total["compute"] + c
         total["memory"] = total["memory"] + m
-        total["time"] = total["time"] + kernel_time(c, m, launch_s)
+        total["overhead"] = total["overhead"] + launch_s * k.launches
+        total["time"] = total["time"] + kernel_time(c, m, launch_s * k.launches, k.exposed_s)
     main = max(kernels, key=lambda k: float(np.max(k.flops)) if np.size(k.flops) else 0.0)
     extra: dict[str, Array] = {}
     assumptions: dict[str, object] = {"kernels": len(kernels)}
@@ -71,7 +81,7 @@ def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s
         bytes=np.broadcast_to(total["bytes"], shape),
         compute_s=np.broadcast_to(total["compute"], shape),
         memory_s=np.broadcast_to(total["memory"], shape),
-        overhead_s=np.full(shape, launch_s * len(kernels)),
+        overhead_s=np.broadcast_to(total["overhead"], shape),
         time_s=np.broadcast_to(total["time"], shape),
         peak_flops_per_s=np.broadcast_to(main.peak, shape),
         bandwidth_bytes_per_s=hw.memory_bytes_per_s,
@@ -104,6 +114,8 @@ def fuse(kernels: Sequence[Kernel], hw: Hardware) -> Kernel:
     return Kernel(
         flops=sum((k.flops for k in kernels), start=np.zeros(())),
         matrix_s=sum((k.matrix_s for k in kernels), start=np.zeros(())),
+        exposed_s=sum((k.exposed_s for k in kernels), start=np.zeros(())),
+        launches=np.max(np.stack(np.broadcast_arrays(*(k.launches for k in kernels))), axis=0),
         vector_flops=sum((k.vector_flops for k in kernels), start=np.zeros(())),
         sfu_ops=sum((k.sfu_ops for k in kernels), start=np.zeros(())),
         external_in_bytes=external + spilled,

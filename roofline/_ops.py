@@ -15,6 +15,25 @@ from roofline._kernels import Kernel, arr
 # Matmul tiles are the output tiles a library picks among; waves are rounds of tiles over the compute units
 # (NVIDIA, "Matrix Multiplication Background", dimension quantization; seed 002's 1792 → 1793 example).
 
+# Split-K: when an m × n output has fewer tiles than the device has slots, one wave leaves units idle and each
+# busy unit walks the whole k loop. Libraries then split k into s slices computed by separate thread blocks and sum
+# the fp32 partial tiles in a second kernel (CUTLASS "split-K" / "stream-K"; cuBLAS picks split-K for small m·n
+# with large k). Only under-filled grids are split (a full wave gains nothing and pays the reduction); among the
+# splits the cheapest wins, each slice paying its own pipeline fill (`K_STEP`), so shallow slices lose by cost
+# rather than by a cut-off, and the time never falls as k grows.
+SPLIT_K = (1, 2, 4, 8, 16, 32, 64)
+PARTIAL_BYTES = 4.0  # fp32 partial sums
+
+# What a tile cannot overlap with its math: a thread block first waits for its first k-step of A and B to arrive
+# (its software pipeline starts empty) and stores its output tile only after its last k-step (Ampere GEMM kernels
+# are not persistent: the next tile on that unit starts after the store). Both transfers share device bandwidth
+# with the other active tiles, so each wave keeps the compute units waiting for
+# ((tm + tn)·K_STEP·size(in) + tm·tn·size(out)) · active tiles / bandwidth. K_STEP is the k depth of one pipeline
+# stage (32 or 64 in cuBLAS's and CUTLASS's sm80 16-bit kernels: "…_stages_32x5…", "…_stages_64x3…"; CUTLASS,
+# "Efficient GEMM in CUDA": threadblock tile, software pipelining). This is what makes a k = 128 GEMM twice as slow
+# as its FLOPs and bytes say, and why the last wave of a large GEMM costs more than its share of the math.
+K_STEP = 32
+
 # A dimension whose row is not a multiple of the device's vector width (16 bytes on NVIDIA: 8 bf16 elements) loses
 # full-width, coalesced loads and falls back to slower kernels. Karpathy measured ~25 % on nanoGPT's whole training
 # step from padding the vocabulary 50257 → 50304; the LM head is under half of that step, so the head itself runs
@@ -66,7 +85,11 @@ def matmul(
 
     FLOPs = 2·b·m·n·k; ideal bytes = size(in)·b·(m·k + k·n) + size(out)·b·m·n. Math time is quantized: with output
     tiles tm × tn, tiles = b·⌈m/tm⌉·⌈n/tn⌉ run in waves of units × concurrent tiles, each wave taking one tile's
-    time; the tile is the candidate with the least time, as a library heuristic picks (or `tile` if given).
+    time; the tile is the candidate with the least time, as a library heuristic picks (or `tile` if given). A grid
+    of fewer tiles than slots may split k (`SPLIT_K`): `tiles` then counts s·tiles work units of depth ⌈k/s⌉, and
+    the s fp32 partial outputs are summed by a second kernel (they stay in L2, so they are not device-memory bytes;
+    their traffic is timed at device bandwidth, conservatively). Each wave also waits for its first k-step and for
+    the store of its tiles (`K_STEP`): `exposed_s`, added to the math on the compute units' timeline.
     """
     m, n, k, b = arr(m), arr(n), arr(k), arr(batch)
     s_in, s_out = dtype_bytes(dtype), dtype_bytes(out_dtype or dtype)
@@ -75,19 +98,36 @@ def matmul(
     eff = hw.eff_matmul * np.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
     slots = hw.units * hw.concurrent_tiles_per_unit
     candidates = [tile] if tile is not None else list(hw.tiles)
+    bw = hw.memory_bytes_per_s * hw.eff_memory
 
     shape = np.broadcast_shapes(m.shape, n.shape, k.shape, b.shape)
-    best_s = np.full(shape, np.inf)
-    best = {name: np.zeros(shape) for name in ("tiles", "waves", "tile_m", "tile_n")}
+    best_total = np.full(shape, np.inf)
+    best = {name: np.zeros(shape) for name in ("tiles", "waves", "tile_m", "tile_n", "split_k", "math", "exposed")}
     for tm, tn in candidates:
-        tiles = b * np.ceil(m / tm) * np.ceil(n / tn)
-        waves = np.ceil(tiles / slots)
-        # One wave: every slot computes a tm × tn tile over the whole k (2·tm·tn·k FLOPs) at peak / slots.
-        seconds = waves * slots * 2.0 * tm * tn * k / (peak * eff)
-        better = seconds < best_s
-        best_s = np.where(better, seconds, best_s)
-        for name, value in (("tiles", tiles), ("waves", waves), ("tile_m", tm), ("tile_n", tn)):
-            best[name] = np.where(better, value, best[name])
+        out_tiles = b * np.ceil(m / tm) * np.ceil(n / tn)
+        for split in SPLIT_K:
+            depth = np.ceil(k / split)
+            tiles = out_tiles * split
+            waves = np.ceil(tiles / slots)
+            # One wave: every slot computes a tm × tn tile over its k slice (2·tm·tn·depth FLOPs) at peak / slots.
+            seconds = waves * slots * 2.0 * tm * tn * depth / (peak * eff)
+            out_size = PARTIAL_BYTES if split > 1 else s_out
+            tile_bytes = (tm + tn) * np.minimum(depth, K_STEP) * s_in + tm * tn * out_size
+            exposed = waves * tile_bytes * np.minimum(tiles, slots) / bw
+            if split > 1:
+                # The partial tiles are summed by a second kernel (`launches`), which reads and writes them.
+                seconds = seconds + 2.0 * PARTIAL_BYTES * split * b * m * n / bw
+                exposed = np.where(out_tiles < slots, exposed + hw.launch_s, np.inf)
+            total = seconds + exposed
+            better = total < best_total
+            best_total = np.where(better, total, best_total)
+            for name, value in (
+                ("tiles", tiles), ("waves", waves), ("tile_m", tm), ("tile_n", tn), ("split_k", split),
+                ("math", seconds), ("exposed", exposed),
+            ):  # fmt: skip
+                best[name] = np.where(better, value, best[name])
+    best_s, exposed_s = best.pop("math"), best.pop("exposed")
+    exposed_s = exposed_s - np.where(best["split_k"] > 1, hw.launch_s, 0.0)  # the second launch is counted apart
     flops = 2.0 * b * m * n * k
     wave_eff = best["tiles"] / (best["waves"] * slots)
 
@@ -104,7 +144,9 @@ def matmul(
         peak=np.asarray(peak),
         unit=unit,
         consumes_whole_input=True,
-        extra={**best, "wave_efficiency": wave_eff, "aligned": aligned.astype(np.float64)},
+        exposed_s=exposed_s,
+        launches=np.where(best["split_k"] > 1, 2.0, 1.0),
+        extra={**best, "wave_efficiency": wave_eff, "aligned": aligned.astype(np.float64), "exposed_s": exposed_s},
         assumptions={"tile_choice": "fixed" if tile is not None else "fastest candidate"},
     )
     main.extra["a_bytes"], main.extra["b_bytes"] = a_bytes, b_bytes
@@ -256,6 +298,9 @@ def attention(
     - flash (Dao et al. 2022; FlashAttention-2, Dao 2023): Q and O once; K and V once per query block of
       Br = min(⌈M/4d⌉, d) rows (M = on-chip memory per unit, in elements), unless one kv head's K and V fit in
       the cache, when the re-reads hit it (intensity ≈ q/2 for prefill).
+
+    Math time: naive, the FLOPs at the matrix peak; flash, the tile schedule of `_flash_tiles` (Br × Br blocks
+    over the device's slots, softmax work not overlapped with the products, split keys for small grids).
     """
     b, h, kvh, d = arr(batch), arr(heads), arr(kv_heads), arr(head_dim)
     q, kv, s = arr(q_len), arr(kv_len), dtype_bytes(dtype)
@@ -296,6 +341,83 @@ def attention(
     rereads = np.where(kv_fits, 1.0, np.maximum(1.0, np.ceil(q / br) * pairs / full_pairs))
     kernel = product(pairs, (k_bytes + v_bytes) * rereads, q_bytes, s * b * h * q * d, softmax=True)
     kernel.flops = kernel.flops + 2.0 * b * h * pairs * d  # the second product, in the same kernel
-    kernel.matrix_s = 2.0 * kernel.matrix_s
-    kernel.extra = {"query_block_rows": br * np.ones_like(q), "kv_reads": rereads}
+    tiles = _flash_tiles(hw, (b, h, kvh, d, q, kv), br, causal, peak, s, dtype)
+    kernel.matrix_s = tiles.pop("seconds")
+    split = tiles["kv_splits"] > 1
+    kernel.exposed_s = tiles.pop("exposed_s") - np.where(split, hw.launch_s, 0.0)
+    kernel.launches = np.where(split, 2.0, 1.0)  # split keys: the partial outputs are combined by a second kernel
+    kernel.extra = {"query_block_rows": br * np.ones_like(q), "kv_reads": rereads, **tiles}
     return [kernel]
+
+
+# MMA instructions work on 16-row fragments (mma.m16n8k16 on Ampere and Hopper tensor cores): a tile never has fewer.
+MMA_ROWS = 16
+
+
+def _flash_tiles(
+    hw: Hardware,
+    shape: tuple[Array, Array, Array, Array, Array, Array],
+    block: Array,
+    causal: bool,
+    peak: float,
+    s: float,
+    dtype: str,
+) -> dict[str, Array]:
+    """The tile schedule of a flash-attention kernel (shape = batch, heads, kv_heads, head_dim, q_len, kv_len):
+    its time on the compute units and their exposed waits, in seconds.
+
+    A thread block owns `tile_rows` query rows of one head (or, for short queries, the rows of all h/kv_h heads
+    that share a K/V head, as FlashDecoding and TensorRT-LLM's XQA pack them; never fewer than `MMA_ROWS`) and walks
+    the K/V blocks of `block` keys, skipping those above a causal diagonal (Dao et al. 2022; FlashAttention-2, Dao
+    2023). Per block it runs the two products on the matrix unit and the online softmax (~5 FP32 operations and
+    one exp per score) on the vector and special-function units; on Ampere these do not overlap within a warp
+    (FlashAttention-2 §3.1 on non-matmul FLOPs; FlashAttention-3 §3.1 overlaps them only with Hopper's
+    asynchronous warpgroups), so a block costs the sum of the three. Blocks are scheduled over the device's slots
+    like matmul tiles: the time is the larger of the average load per slot and the longest thread block. A grid
+    with fewer thread blocks than slots may split the keys (FlashDecoding; `SPLIT_K`) and combine the partial
+    outputs in a second kernel. Each wave waits for its query tile and first K/V block and stores its output tile,
+    at the active thread blocks' share of bandwidth (`K_STEP`).
+    """
+    b, h, kvh, d, q, kv = shape
+    slots = hw.units * hw.concurrent_tiles_per_unit
+    bw = hw.memory_bytes_per_s * hw.eff_memory
+    group = h / kvh
+    rows = q * group
+    packed = rows <= block  # all query rows of a K/V head fit one tile
+    heads_per_grid = np.where(packed, b * kvh, b * h)
+    tile_rows = np.minimum(block, np.ceil(np.where(packed, rows, q) / MMA_ROWS) * MMA_ROWS)
+    positions = np.where(packed, q, tile_rows)  # query positions one tile covers
+    n_q = np.ceil(q / positions)
+    n_kv = np.ceil(kv / block)
+    if causal:
+        first = kv - q  # keys every query sees
+        blocks = n_q * first / block + positions * n_q * (n_q + 1.0) / (2.0 * block) + n_q / 2.0
+        blocks = np.clip(blocks, n_q, n_q * n_kv)
+    else:
+        blocks = n_q * n_kv
+    vector_peak = hw.vector_peak(dtype)
+    sfu = hw.special_function_ops_per_s or vector_peak / 4.0
+    scores = tile_rows * block
+    per_block = slots * (
+        4.0 * scores * d / (peak * hw.eff_matmul) + 5.0 * scores / (vector_peak * hw.eff_vector)
+        + scores / (sfu * hw.eff_vector)
+    )  # fmt: skip
+    best = np.full(np.broadcast_shapes(np.shape(per_block), np.shape(blocks), np.shape(heads_per_grid)), np.inf)
+    out = {name: np.zeros_like(best) for name in ("seconds", "exposed_s", "kv_splits", "ctas")}
+    for split in SPLIT_K:
+        ctas = heads_per_grid * n_q * split
+        per_cta = np.ceil(n_kv / split)
+        seconds = np.maximum(heads_per_grid * blocks / slots, per_cta) * per_block
+        waves = np.ceil(ctas / slots)
+        out_bytes = tile_rows * d * (PARTIAL_BYTES if split > 1 else s)
+        first_kv = 2.0 * np.minimum(block, kv) * d * s
+        exposed = waves * (tile_rows * d * s + first_kv + out_bytes) * np.minimum(ctas, slots) / bw
+        if split > 1:
+            seconds = seconds + 2.0 * PARTIAL_BYTES * split * b * h * q * d / bw
+            exposed = np.where(heads_per_grid * n_q < slots, exposed + hw.launch_s, np.inf)
+        total = seconds + exposed
+        better = total < best
+        best = np.where(better, total, best)
+        for name, value in (("seconds", seconds), ("exposed_s", exposed), ("kv_splits", split), ("ctas", ctas)):
+            out[name] = np.where(better, value, out[name])
+    return out

@@ -2,22 +2,77 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import (
+    BaseModel,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
 
 from schemas.common import Fraction, InputModel
 from schemas.hardware import HardwareCreate
 from schemas.ops import Op
 
 MAX_POINTS = 100_000
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def _hardware_tag(value: Any) -> str:
+    return "profile" if isinstance(value, Mapping | HardwareCreate) else "slug"
+
+
+# A callable discriminator: an object is validated as a profile only, so its errors are not mixed with
+# "Input should be a valid string" from the slug branch.
 HardwareRef = Annotated[
-    str | HardwareCreate,
+    Annotated[str, Tag("slug")] | Annotated[HardwareCreate, Tag("profile")],
+    Discriminator(_hardware_tag),
     Field(
         description="A catalogue slug (e.g. h100-sxm), or a whole inline profile (the body POST /v1/hardware takes)."
     ),
 ]
+_HARDWARE_TAGS = frozenset({"slug", "profile"})
+_OP_KINDS = frozenset(get_args(model.model_fields["kind"].annotation)[0] for model in get_args(get_args(Op)[0]))
+
+
+def _field_path(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """The path a client wrote: without the union tags pydantic inserts (`op.matmul.m` → `op.m`,
+    `ops.0.chain.ops.1.matmul.k` → `ops.0.ops.1.k`, `hardware.profile.memory` → `hardware.memory`)."""
+    in_ops = bool(loc) and loc[0] in ("op", "ops", "sweep")
+    out: list[int | str] = []
+    for i, part in enumerate(loc):
+        prev = loc[i - 1] if i else None
+        if prev == "hardware" and part in _HARDWARE_TAGS and i == 1:
+            continue
+        if in_ops and part in _OP_KINDS and (prev == "op" or isinstance(prev, int)):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _plain_paths(err: ValidationError) -> ValidationError:
+    errors: list[InitErrorDetails] = []
+    for e in err.errors():
+        loc = _field_path(tuple(e["loc"]))
+        if e["type"] in ("union_tag_invalid", "union_tag_not_found") and loc and loc[0] in ("op", "ops", "sweep"):
+            loc = (*loc, "kind")  # the field at fault is the discriminator
+        detail = InitErrorDetails(type=e["type"], loc=loc, input=e["input"])
+        if "ctx" in e:
+            detail["ctx"] = e["ctx"]
+        errors.append(detail)
+    try:
+        return ValidationError.from_exception_data(err.title, errors)
+    except (KeyError, TypeError, ValueError):  # an error type that cannot be rebuilt: keep pydantic's paths
+        return err
 
 
 class Options(InputModel):
@@ -41,6 +96,14 @@ class EstimateContext(InputModel):
     )
     options: Options = Field(default_factory=Options)
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _name_fields_as_sent(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as err:
+            raise _plain_paths(err) from None
+
 
 class EstimateOpRequest(EstimateContext):
     op: Op
@@ -48,22 +111,19 @@ class EstimateOpRequest(EstimateContext):
 
 class Sweep(InputModel):
     op: Op = Field(description="The base op; fields named in `vary` are replaced by each value of the grid.")
-    vary: dict[str, list[float]] = Field(
+    vary: dict[str, Annotated[list[FiniteFloat], Field(min_length=1)]] = Field(
         min_length=1,
         max_length=6,
         description="Field name → values; the grid is their Cartesian product (at most 100 000 points).",
     )
 
-    @model_validator(mode="after")
-    def _size(self) -> Sweep:
-        points = 1
-        for name, values in self.vary.items():
-            if not values:
-                raise ValueError(f"vary.{name}: give at least one value")
-            points *= len(values)
+    @field_validator("vary")
+    @classmethod
+    def _size(cls, vary: dict[str, list[float]]) -> dict[str, list[float]]:
+        points = math.prod(len(values) for values in vary.values())
         if points > MAX_POINTS:
-            raise ValueError(f"vary: the grid has {points} points; at most {MAX_POINTS} are allowed")
-        return self
+            raise ValueError(f"the grid has {points} points; at most {MAX_POINTS} are allowed")
+        return vary
 
 
 class EstimateOpsRequest(EstimateContext):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from schemas.common import Dtype, InputModel
 
@@ -148,14 +148,22 @@ class Attention(InputModel):
     implementation: AttentionImpl = AttentionImpl.flash
     dtype: Dtype = Dtype.bf16
 
-    @model_validator(mode="after")
-    def _shapes(self) -> Attention:
-        kv = self.kv_heads or self.heads
-        if kv > self.heads or self.heads % kv:
-            raise ValueError("kv_heads must divide heads")
-        if self.q_len > self.kv_len:
-            raise ValueError("q_len must not exceed kv_len (queries attend to the cache and themselves)")
-        return self
+    # Field validators (not one model validator) so that an error names the field: body.op.kv_heads.
+    @field_validator("kv_heads")
+    @classmethod
+    def _divides_heads(cls, kv_heads: int | None, info: ValidationInfo) -> int | None:
+        heads = info.data.get("heads")
+        if kv_heads is not None and heads is not None and (kv_heads > heads or heads % kv_heads):
+            raise ValueError(f"kv_heads must divide heads ({heads})")
+        return kv_heads
+
+    @field_validator("kv_len")
+    @classmethod
+    def _covers_queries(cls, kv_len: int, info: ValidationInfo) -> int:
+        q_len = info.data.get("q_len")
+        if q_len is not None and q_len > kv_len:
+            raise ValueError(f"kv_len must be at least q_len ({q_len}): queries attend to the cache and themselves")
+        return kv_len
 
 
 LeafOp = Annotated[

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Response
 
 from schemas.estimates import EstimateOpRequest, EstimateOpsRead, EstimateOpsRequest, EstimateRead
 from service.deps import SessionDep
@@ -25,14 +25,17 @@ def estimate_op(
     return service.rows(service.with_assumptions(service.evaluate(hw, body.op), hw, name))[0]
 
 
-@router.post("/ops")
+# The body is rendered by the service (up to 100 000 items: no model per item); response_model documents it.
+@router.post("/ops", response_model=EstimateOpsRead)
 def estimate_ops(
     session: SessionDep, body: Annotated[EstimateOpsRequest, Body(openapi_examples=ESTIMATE_OPS_EXAMPLES)]
-) -> EstimateOpsRead:
+) -> Response:
     """Estimate a list of ops, or one op swept over a grid of sizes (vectorised)."""
     spec, name = service.resolve_hardware(session, body)
     hw = service.to_core(spec, body)
     if body.sweep is not None:
         est, grid = service.sweep(hw, body.sweep)
-        return EstimateOpsRead(items=service.rows(service.with_assumptions(est, hw, name)), grid=grid)
-    return service.estimate_ops(hw, body.ops or [], name)
+        content = service.ops_json(service.item_dicts(service.with_assumptions(est, hw, name)), grid)
+    else:
+        content = service.ops_json(service.estimate_ops(hw, body.ops or [], name))
+    return Response(content, media_type="application/json")

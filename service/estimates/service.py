@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import itertools
-from typing import Any
+import functools
+import re
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import ValidationError
+import pydantic_core
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy.orm import Session
 
 import roofline
-from schemas.estimates import EstimateContext, EstimateOpsRead, EstimateRead, Sweep
+from schemas.common import ErrorDetail
+from schemas.estimates import EstimateContext, EstimateRead, Sweep
 from schemas.hardware import HardwareCreate, HardwareSpec
 from schemas.ops import (
     Activation,
@@ -32,6 +35,16 @@ from service.catalogue.service import HARDWARE, merge_patch
 from service.errors import Unprocessable, details_from_validation, validation_message
 
 BOUNDS = ("compute", "memory", "overhead")
+MATMUL_FIELDS = ("tiles", "waves", "wave_efficiency")
+MAX_ERRORS = 20
+_ITEMS: TypeAdapter[list[EstimateRead]] = TypeAdapter(list[EstimateRead])
+_CHAIN_INDEX = re.compile(r"^ops\[(\d+)\]: (.*)$", re.DOTALL)
+
+
+def invalid(field: str, message: str, kind: str = "value_error") -> Unprocessable:
+    """A 422 whose detail names the field, like the request-validation errors do."""
+    detail = [ErrorDetail(field=field, message=message, type=kind)]
+    return Unprocessable(validation_message(detail), detail)
 
 
 def resolve_hardware(session: Session, ctx: EstimateContext) -> tuple[HardwareSpec, str]:
@@ -107,7 +120,8 @@ def kernels(hw: roofline.Hardware, op: Any, v: dict[str, Any]) -> list[roofline.
             return roofline.cross_entropy(hw, v["tokens"], v["vocab"], op.dtype)
         case Attention():
             return roofline.attention(
-                hw, v["batch"], v["heads"], v["kv_heads"] or v["heads"], v["head_dim"], v["q_len"], v["kv_len"],
+                hw, v["batch"], v["heads"], v["heads"] if v["kv_heads"] is None else v["kv_heads"], v["head_dim"],
+                v["q_len"], v["kv_len"],
                 op.causal, str(op.implementation), op.dtype,
             )  # fmt: skip
     raise ValueError(f"unsupported op kind {getattr(op, 'kind', op)!r}")
@@ -117,58 +131,104 @@ def _numbers(op: Any) -> dict[str, Any]:
     return {name: getattr(op, name) for name in type(op).model_fields}
 
 
-def evaluate(hw: roofline.Hardware, op: Op, overrides: dict[str, Any] | None = None) -> roofline.Estimate:
-    """One op (or a whole grid of it, when `overrides` holds arrays) on one device."""
+def _check_dtype(hw: roofline.Hardware, op: Any, where: str) -> None:
+    """Ops on the matrix unit need a peak for their dtype (no fp8 on an A100): say so, naming the op's dtype."""
+    if isinstance(op, Chain):
+        for index, leaf in enumerate(op.ops):
+            _check_dtype(hw, leaf, f"{where}.ops.{index}")
+    elif isinstance(op, Matmul | Attention):
+        try:
+            hw.matrix_peak(str(op.dtype))
+        except ValueError as err:
+            raise invalid(f"{where}.dtype", str(err)) from None
+
+
+def evaluate(
+    hw: roofline.Hardware,
+    op: Op,
+    overrides: dict[str, Any] | None = None,
+    where: str = "body.op",
+    points: int | None = None,
+) -> roofline.Estimate:
+    """One op, or a grid of `points` of it when `overrides` holds arrays of that length, on one device; `where` is
+    the op's field path in the request, for errors."""
+    _check_dtype(hw, op, where)
     dtype = getattr(op, "dtype", "bf16")
     vector_peak = hw.vector_peak(str(dtype))
     try:
         if isinstance(op, Chain):
             parts = [kernels(hw, leaf, _numbers(leaf)) for leaf in op.ops]
             return roofline.chain(parts, hw, op.fused, vector_peak, hw.launch_s)
-        return roofline.single(kernels(hw, op, {**_numbers(op), **(overrides or {})}), hw, vector_peak, hw.launch_s)
+        leaf = kernels(hw, op, {**_numbers(op), **(overrides or {})})
+        if points is not None:
+            # The core sizes its result by the kernels' FLOPs and outputs: a varied field that moves only input
+            # bytes (attention's kv_heads, elementwise inputs) or nothing (embedding's vocab) must still give
+            # one item per grid point.
+            for kernel in leaf:
+                kernel.flops = kernel.flops + np.zeros(points)
+        return roofline.single(leaf, hw, vector_peak, hw.launch_s)
     except ValueError as err:
-        raise Unprocessable(f"body.op: {err}") from None
+        match = _CHAIN_INDEX.match(str(err))
+        if match:  # the core names the chain position that failed: ops[i]
+            raise invalid(f"{where}.ops.{match.group(1)}", match.group(2)) from None
+        raise invalid(where, str(err)) from None
+
+
+def _flat(values: Any, shape: tuple[int, ...]) -> Any:
+    return np.broadcast_to(np.asarray(values, dtype=np.float64), shape).ravel()
+
+
+def item_dicts(est: roofline.Estimate) -> list[dict[str, Any]]:
+    """One response item per point of an estimate, as plain dicts with exactly `EstimateRead`'s fields, in order.
+
+    Built column by column with numpy and zipped into rows: a 10 000-point sweep costs tens of milliseconds here,
+    where constructing one pydantic model per point cost hundreds (bench/estimate_sweep.py).
+    """
+    shape = np.shape(est.time_s)
+    size = int(np.prod(shape))
+    time_s, flops = _flat(est.time_s, shape), _flat(est.flops, shape)
+    extra = {name: _flat(values, shape) for name, values in est.extra.items()}
+    is_matmul = "tiles" in extra
+    absent: list[Any] = [None] * size
+    detail_names = [name for name in extra if name not in MATMUL_FIELDS]
+    detail_columns = [extra[name].tolist() for name in detail_names]
+    columns: dict[str, list[Any]] = {
+        "time_s": time_s.tolist(),
+        "flops": flops.tolist(),
+        "bytes": _flat(est.bytes, shape).tolist(),
+        "arithmetic_intensity": np.minimum(_flat(est.arithmetic_intensity, shape), 1e300).tolist(),  # JSON has no ∞
+        "critical_intensity": _flat(est.critical_intensity, shape).tolist(),
+        "compute_time_s": _flat(est.compute_s, shape).tolist(),
+        "memory_time_s": _flat(est.memory_s, shape).tolist(),
+        "overhead_s": _flat(est.overhead_s, shape).tolist(),
+        "bound": np.asarray(BOUNDS)[np.broadcast_to(est.bound, shape).ravel()].tolist(),
+        "unit": [est.unit] * size,
+        "peak_flops_per_s": _flat(est.peak_flops_per_s, shape).tolist(),
+        "achieved_flops_per_s": np.divide(flops, time_s, out=np.zeros_like(time_s), where=time_s > 0).tolist(),
+        "tiles": extra["tiles"].tolist() if is_matmul else absent,
+        "waves": extra["waves"].tolist() if is_matmul else absent,
+        "wave_efficiency": extra["wave_efficiency"].tolist() if is_matmul else absent,
+        "tile": (
+            np.stack([extra["tile_m"], extra["tile_n"]], axis=-1).astype(np.int64).tolist() if is_matmul else absent
+        ),
+        "details": [dict(zip(detail_names, values, strict=True)) for values in zip(*detail_columns, strict=True)]
+        if detail_names
+        else [{} for _ in range(size)],
+        "assumptions": [est.assumptions] * size,
+    }
+    names = list(columns)
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)]
 
 
 def rows(est: roofline.Estimate) -> list[EstimateRead]:
-    """One response item per point of an estimate."""
-    shape = np.shape(est.time_s)
-    flat = {
-        "time_s": est.time_s, "flops": est.flops, "bytes": est.bytes, "intensity": est.arithmetic_intensity,
-        "critical": est.critical_intensity, "compute": est.compute_s, "memory": est.memory_s,
-        "overhead": est.overhead_s, "peak": est.peak_flops_per_s,
-    }  # fmt: skip
-    cols = {k: np.broadcast_to(v, shape).ravel().tolist() for k, v in flat.items()}
-    bound = np.broadcast_to(est.bound, shape).ravel().tolist()
-    extra = {k: np.broadcast_to(v, shape).ravel().tolist() for k, v in est.extra.items()}
-    is_matmul = "tiles" in extra
-    out = []
-    for i in range(len(cols["time_s"])):
-        details = {k: v[i] for k, v in extra.items() if k not in ("tiles", "waves", "wave_efficiency")}
-        t = cols["time_s"][i]
-        out.append(
-            EstimateRead(
-                time_s=t,
-                flops=cols["flops"][i],
-                bytes=cols["bytes"][i],
-                arithmetic_intensity=min(cols["intensity"][i], 1e300),
-                critical_intensity=cols["critical"][i],
-                compute_time_s=cols["compute"][i],
-                memory_time_s=cols["memory"][i],
-                overhead_s=cols["overhead"][i],
-                bound=BOUNDS[bound[i]],
-                unit=est.unit,
-                peak_flops_per_s=cols["peak"][i],
-                achieved_flops_per_s=cols["flops"][i] / t if t > 0 else 0.0,
-                tiles=extra["tiles"][i] if is_matmul else None,
-                waves=extra["waves"][i] if is_matmul else None,
-                wave_efficiency=extra["wave_efficiency"][i] if is_matmul else None,
-                tile=[int(extra["tile_m"][i]), int(extra["tile_n"][i])] if is_matmul else None,
-                details=details,
-                assumptions=est.assumptions,
-            )
-        )
-    return out
+    """One validated response model per point (for single estimates; large responses use `ops_json`)."""
+    return _ITEMS.validate_python(item_dicts(est))
+
+
+def ops_json(items: list[dict[str, Any]], grid: dict[str, list[float]] | None = None) -> bytes:
+    """The JSON of an `EstimateOpsRead`, serialised from plain dicts by pydantic's core without building a model
+    per item; tests/service/test_estimates_api.py checks that it validates as `EstimateOpsRead` and round-trips."""
+    return pydantic_core.to_json({"items": items, "grid": grid}, inf_nan_mode="null")
 
 
 def with_assumptions(est: roofline.Estimate, hw: roofline.Hardware, hardware_name: str) -> roofline.Estimate:
@@ -183,37 +243,69 @@ def with_assumptions(est: roofline.Estimate, hw: roofline.Hardware, hardware_nam
     return est
 
 
+def _check_attention_grid(op: Attention, arrays: dict[str, Any]) -> None:
+    """The cross-field rules of an attention op, on every point of the grid (each value alone was validated)."""
+    heads = np.asarray(arrays.get("heads", op.heads))
+    kv_heads = np.asarray(arrays.get("kv_heads", heads if op.kv_heads is None else op.kv_heads))
+    q_len, kv_len = np.asarray(arrays.get("q_len", op.q_len)), np.asarray(arrays.get("kv_len", op.kv_len))
+    heads, kv_heads, q_len, kv_len = np.broadcast_arrays(heads, kv_heads, q_len, kv_len)
+    bad = (kv_heads > heads) | (np.mod(heads, kv_heads) != 0)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        field = "kv_heads" if "kv_heads" in arrays else "heads"
+        raise invalid(
+            f"body.sweep.vary.{field}",
+            f"kv_heads must divide heads (point {i}: heads {heads[i]:g}, kv_heads {kv_heads[i]:g})",
+        )
+    bad = q_len > kv_len
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        field = "kv_len" if "kv_len" in arrays else "q_len"
+        raise invalid(
+            f"body.sweep.vary.{field}",
+            f"kv_len must be at least q_len (point {i}: q_len {q_len[i]:g}, kv_len {kv_len[i]:g})",
+        )
+
+
+@functools.cache
+def _column(model: type[BaseModel], name: str) -> TypeAdapter[list[Any]]:
+    """Validates a list of values of one field of `model`, with that field's constraints."""
+    info = model.model_fields[name]
+    return TypeAdapter(list[Annotated[info.annotation, info]])  # type: ignore[name-defined]
+
+
 def sweep(hw: roofline.Hardware, spec: Sweep) -> tuple[roofline.Estimate, dict[str, list[float]]]:
-    """Evaluate the Cartesian grid of `spec.vary` in one vectorised call."""
+    """Evaluate the Cartesian grid of `spec.vary` in one vectorised call; the grid is in item order (the first
+    varied field changes slowest, as in itertools.product)."""
     if isinstance(spec.op, Chain):
-        raise Unprocessable("body.sweep.op: chains cannot be swept; list them under `ops` instead")
+        raise invalid("body.sweep.op.kind", "chains cannot be swept; list them under `ops` instead")
     fields = _numbers(spec.op)
     for name in spec.vary:
         value = fields.get(name)
         if name == "kv_heads" and isinstance(spec.op, Attention):
             continue
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise Unprocessable(f"body.sweep.vary.{name}: not a numeric field of a {spec.op.kind} op")
-    names = list(spec.vary)
-    grid = list(itertools.product(*(spec.vary[n] for n in names)))
-    columns = {n: [p[i] for p in grid] for i, n in enumerate(names)}
-    # Validate every varied value through the op schema's own bounds, one column at a time.
-    for n in names:
-        for value in sorted(set(columns[n])):
-            try:
-                type(spec.op).model_validate({**spec.op.model_dump(), n: value})
-            except ValidationError as err:
-                detail = details_from_validation(list(err.errors()), ("body", "sweep", "vary"))
-                raise Unprocessable(validation_message(detail), detail) from None
-    arrays = {n: np.asarray(columns[n], dtype=np.float64) for n in names}
-    return evaluate(hw, spec.op, arrays), columns
-
-
-def estimate_ops(hw: roofline.Hardware, ops: list[Op], name: str) -> EstimateOpsRead:
-    items: list[EstimateRead] = []
-    for index, op in enumerate(ops):
+        if name not in fields or not isinstance(value, int | float) or isinstance(value, bool):
+            raise invalid(f"body.sweep.vary.{name}", f"not a numeric field of a {spec.op.kind} op")
+    # Every varied value against the op schema's own bounds (Dim, Count, finite…), one column per call.
+    for name, values in spec.vary.items():
         try:
-            items.extend(rows(with_assumptions(evaluate(hw, op), hw, name)))
-        except Unprocessable as err:
-            raise Unprocessable(err.message.replace("body.op", f"body.ops.{index}")) from None
-    return EstimateOpsRead(items=items)
+            _column(type(spec.op), name).validate_python(values)
+        except ValidationError as err:
+            errors = list(err.errors())[:MAX_ERRORS]  # a 100 000-value column can fail everywhere: name the first
+            detail = details_from_validation(errors, ("body", "sweep", "vary", name))
+            raise Unprocessable(validation_message(detail), detail) from None
+    names = list(spec.vary)
+    mesh = np.meshgrid(*(np.asarray(spec.vary[n], dtype=np.float64) for n in names), indexing="ij")
+    arrays = {n: m.ravel() for n, m in zip(names, mesh, strict=True)}
+    if isinstance(spec.op, Attention):
+        _check_attention_grid(spec.op, arrays)
+    points = int(mesh[0].size)
+    return evaluate(hw, spec.op, arrays, "body.sweep.op", points), {n: a.tolist() for n, a in arrays.items()}
+
+
+def estimate_ops(hw: roofline.Hardware, ops: list[Op], name: str) -> list[dict[str, Any]]:
+    """The items of a list of ops, one estimate per op (see `ops_json`)."""
+    items: list[dict[str, Any]] = []
+    for index, op in enumerate(ops):
+        items.extend(item_dicts(with_assumptions(evaluate(hw, op, where=f"body.ops.{index}"), hw, name)))
+    return items

@@ -1,0 +1,199 @@
+"""Properties of the roofline core that must hold for every input, checked with Hypothesis.
+
+The core is called directly (no HTTP), on the A100 SXM 80GB catalogue profile turned into a `roofline.Hardware` by
+the service's own `to_core`, or on hardware drawn at random.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import roofline
+from hardware_db import load_yaml
+from hardware_db._loader import HARDWARE_DIR
+from schemas.estimates import EstimateContext, Options
+from schemas.hardware import HardwareCreate
+from service.estimates.service import to_core
+
+SPEC = HardwareCreate.model_validate(load_yaml(HARDWARE_DIR / "a100-sxm-80gb.yaml"))
+A100 = to_core(SPEC, EstimateContext(hardware=SPEC.slug))
+A100_NO_LAUNCH = to_core(SPEC, EstimateContext(hardware=SPEC.slug, options=Options(launch_overhead_s=0)))
+VECTOR_PEAK = A100.vector_peak("bf16")  # bf16 elementwise math runs at the fp32 vector rate on an A100
+
+PROPERTIES = settings(max_examples=60, deadline=None)
+
+
+def elementwise_time(hw: roofline.Hardware, **kwargs: Any) -> float:
+    est = roofline.single(roofline.elementwise(hw, **kwargs), hw, hw.vector_peak("bf16"), hw.launch_s)
+    return float(est.time_s)
+
+
+def matmul_time(hw: roofline.Hardware, m: int, n: int, k: int) -> float:
+    est = roofline.single(roofline.matmul(hw, m, n, k), hw, hw.vector_peak("bf16"), hw.launch_s)
+    return float(est.time_s)
+
+
+# --- more work never takes less time -------------------------------------------------------------------------------
+
+
+@PROPERTIES
+@given(
+    elements=st.integers(1, 1 << 36),
+    fpe=st.floats(0, 1000),
+    more=st.floats(0, 1000),
+    tpe=st.floats(0, 10),
+)
+def test_more_flops_per_element_never_take_less_time(elements: int, fpe: float, more: float, tpe: float) -> None:
+    for hw in (A100, A100_NO_LAUNCH):
+        fewer = elementwise_time(hw, elements=elements, flops_per_element=fpe, transcendentals_per_element=tpe)
+        bigger = elementwise_time(hw, elements=elements, flops_per_element=fpe + more, transcendentals_per_element=tpe)
+        assert bigger >= fewer
+
+
+@PROPERTIES
+@given(
+    elements=st.integers(1, 1 << 36),
+    more=st.integers(0, 1 << 36),
+    inputs=st.integers(0, 4),
+    outputs=st.integers(1, 4),
+    fpe=st.floats(0, 1000),
+)
+def test_more_elements_or_tensors_never_take_less_time(
+    elements: int, more: int, inputs: int, outputs: int, fpe: float
+) -> None:
+    for hw in (A100, A100_NO_LAUNCH):
+        base = elementwise_time(hw, elements=elements, inputs=inputs, outputs=outputs, flops_per_element=fpe)
+        kw = {"inputs": inputs, "outputs": outputs, "flops_per_element": fpe}
+        assert elementwise_time(hw, elements=elements + more, **kw) >= base
+        assert elementwise_time(hw, elements=elements, **{**kw, "inputs": inputs + 1}) >= base
+        assert elementwise_time(hw, elements=elements, **{**kw, "outputs": outputs + 1}) >= base
+
+
+@PROPERTIES
+@given(m=st.integers(2048, 16384), n8=st.integers(256, 2048), k8=st.integers(1, 4096), more8=st.integers(0, 4096))
+def test_a_deeper_matmul_never_takes_less_time(m: int, n8: int, k8: int, more8: int) -> None:
+    """Larger k (more FLOPs and bytes) never lowers a matmul's time, for grids that fill the A100 (m, n ≥ 2048:
+    at least 128 output tiles of any candidate on 108 SMs; the test below covers under-filled grids, where split-K
+    applies). n and k stay multiples of 8 bf16 elements (16 bytes) so that both shapes are aligned: a misaligned k
+    is slower by design (nanoGPT's 50257 → 50304)."""
+    n, k, deeper = 8 * n8, 8 * k8, 8 * (k8 + more8)
+    for hw in (A100, A100_NO_LAUNCH):
+        assert matmul_time(hw, m, n, deeper) >= matmul_time(hw, m, n, k)
+
+
+def test_an_under_filled_matmul_gets_no_faster_as_k_grows() -> None:
+    """One output tile on 108 SMs (a decode GEMV), every aligned k up to 64k: time must not fall as k grows."""
+    k = np.arange(8, 65536 + 8, 8, dtype=np.float64)
+    for hw in (A100, A100_NO_LAUNCH):
+        est = roofline.single(roofline.matmul(hw, 1, 8, k), hw, hw.vector_peak("bf16"), hw.launch_s)
+        assert np.all(np.diff(est.time_s) >= 0)
+
+
+# --- the ridge point ------------------------------------------------------------------------------------------------
+
+hardware = st.builds(
+    lambda peak, bw, eff_v, eff_m: replace(
+        A100_NO_LAUNCH,
+        vector_flops_per_s={"fp32": peak},
+        memory_bytes_per_s=bw,
+        eff_vector=eff_v,
+        eff_memory=eff_m,
+        special_function_ops_per_s=None,
+    ),
+    peak=st.floats(1e11, 1e16),
+    bw=st.floats(1e10, 1e14),
+    eff_v=st.floats(0.05, 1.0),
+    eff_m=st.floats(0.05, 1.0),
+)
+
+
+@PROPERTIES
+@given(hw=hardware, elements=st.integers(1, 1 << 40), inputs=st.integers(1, 4), outputs=st.integers(1, 4))
+def test_the_bound_flips_at_the_ridge_of_the_achievable_rates(
+    hw: roofline.Hardware, elements: int, inputs: int, outputs: int
+) -> None:
+    """With no launch cost, an elementwise op is compute-bound exactly when its intensity exceeds
+
+        I* = peak · eff_vector / (bandwidth · eff_memory)
+
+    (compute time flops / (peak · eff_v) > memory time bytes / (bw · eff_m) ⇔ flops / bytes > I*): the ridge of the
+    *achievable* rates. The core reports `critical_intensity` = peak / bandwidth, the datasheet ridge; the two differ
+    by eff_vector / eff_memory (0.8 / 0.9 on an A100: the flip is at 8.5 FLOP/B, the reported ridge 9.6 FLOP/B), so
+    an op whose intensity lies between them is reported compute-bound below the reported critical intensity.
+    """
+    peak = hw.vector_flops_per_s["fp32"]
+    ridge = peak * hw.eff_vector / (hw.memory_bytes_per_s * hw.eff_memory)
+    bytes_per_element = 2.0 * (inputs + outputs)  # bf16
+    for side, factor in (("memory", 1 - 1e-6), ("compute", 1 + 1e-6)):
+        fpe = ridge * bytes_per_element * factor  # intensity = fpe / bytes_per_element = ridge · factor
+        kernels = roofline.elementwise(hw, elements, inputs, outputs, flops_per_element=fpe)
+        est = roofline.single(kernels, hw, peak, 0.0)
+        assert np.isclose(float(est.arithmetic_intensity), ridge * factor, rtol=1e-12)
+        assert roofline.Bound(int(est.bound)).name == side
+        assert float(est.critical_intensity) == peak / hw.memory_bytes_per_s
+
+
+def test_on_the_a100_the_flip_lies_below_the_reported_ridge() -> None:
+    """The worked case of the docstring above, on the catalogue profile: 19.5e12 FLOP/s, 2039e9 B/s, eff 0.8 / 0.9."""
+    ridge = 19.5e12 * 0.8 / (2039e9 * 0.9)  # ≈ 8.50 FLOP/B
+    fpe = 4.0 * 9.0  # bf16 in and out: 4 bytes per element → 9 FLOP/B, between 8.50 and 9.56
+    est = roofline.single(
+        roofline.elementwise(A100_NO_LAUNCH, 1 << 30, flops_per_element=fpe), A100_NO_LAUNCH, VECTOR_PEAK, 0.0
+    )
+    assert float(est.arithmetic_intensity) == 9.0 and ridge < 9.0 < float(est.critical_intensity)
+    assert roofline.Bound(int(est.bound)) is roofline.Bound.compute
+
+
+# --- fusion never adds traffic --------------------------------------------------------------------------------------
+
+
+@st.composite
+def chains(draw: st.DrawFn) -> tuple[list[list[roofline.Kernel]], list[str]]:
+    """Chains of 2-6 ops where each op consumes the previous output: a (rows × cols) tensor flows through
+    elementwise ops, activations, and matmuls that take it as their A (m × k) or B (k × n) operand."""
+    hw = A100
+    rows, cols = draw(st.integers(1, 4096)), 8 * draw(st.integers(1, 1024))
+    first = roofline.elementwise(hw, rows * cols, inputs=draw(st.integers(1, 3)))
+    ops, names = [first], ["elementwise"]
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["elementwise", "activation", "matmul_a", "matmul_b"]))
+        elements = rows * cols
+        if kind == "elementwise":
+            inputs = draw(st.integers(1, 3))
+            op = roofline.elementwise(
+                hw, elements, inputs=inputs, chained_inputs=draw(st.integers(0, inputs)),
+                flops_per_element=draw(st.floats(0, 50)), transcendentals_per_element=draw(st.floats(0, 2)),
+            )  # fmt: skip
+        elif kind == "activation":
+            op = roofline.activation(hw, elements, draw(st.sampled_from(sorted(roofline.ACTIVATIONS))))
+        elif kind == "matmul_a":  # previous output is A: m = rows, k = cols
+            n = 8 * draw(st.integers(1, 1024))
+            op = roofline.matmul(hw, rows, n, cols)
+            cols = n
+        else:  # previous output is B: k = rows, n = cols
+            m = draw(st.integers(1, 4096))
+            if m * rows == rows * cols:  # A would have B's size too: the core takes A first; keep B unambiguous
+                m += 1
+            op = roofline.matmul(hw, m, cols, rows)
+            rows = m
+        ops.append(op)
+        names.append(kind)
+    return ops, names
+
+
+@PROPERTIES
+@given(chain=chains())
+def test_a_fused_chain_never_moves_more_bytes_than_unfused(
+    chain: tuple[list[list[roofline.Kernel]], list[str]],
+) -> None:
+    ops, names = chain
+    copy = [[replace(k, extra=dict(k.extra)) for k in op] for op in ops]  # chain() rewires its inputs in place
+    fused = roofline.chain(ops, A100, True, VECTOR_PEAK, A100.launch_s)
+    unfused = roofline.chain(copy, A100, False, VECTOR_PEAK, A100.launch_s)
+    assert float(fused.bytes) <= float(unfused.bytes) * (1 + 1e-12), names
+    assert float(fused.flops) == float(unfused.flops)

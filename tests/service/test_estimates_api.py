@@ -1,0 +1,405 @@
+"""POST /v1/estimate/op and /v1/estimate/ops over HTTP, on SQLite and PostgreSQL.
+
+Expected numbers are worked out by hand in each test from the catalogue figures (hardware_db/hardware/*.yaml):
+A100 SXM 80GB: 312e12 bf16 matrix FLOP/s, 19.5e12 fp32 vector FLOP/s, 2039e9 B/s, 108 SMs, efficiencies matmul 0.87,
+vector 0.80, memory 0.90, 5 µs per kernel. H100 SXM: 3.35e12 B/s, memory efficiency 0.90.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from hardware_db import load_yaml
+from hardware_db._loader import HARDWARE_DIR
+from schemas.estimates import EstimateOpsRead
+from service.examples import ESTIMATE_OP_EXAMPLES, ESTIMATE_OPS_EXAMPLES
+
+A100 = "a100-sxm-80gb"
+A100_BF16, A100_FP32_VECTOR, A100_BW = 312e12, 19.5e12, 2039e9
+A100_EFF_MATMUL, A100_EFF_VECTOR, A100_EFF_MEMORY = 0.87, 0.80, 0.90
+A100_SMS, LAUNCH_S = 108, 5e-6
+H100_BW = 3.35e12
+
+FIELDS = {
+    "time_s", "flops", "bytes", "arithmetic_intensity", "critical_intensity", "compute_time_s", "memory_time_s",
+    "overhead_s", "bound", "assumptions",
+}  # fmt: skip
+MATMUL_FIELDS = {"tiles", "waves", "wave_efficiency"}
+
+
+def op(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
+    response = client.post("/v1/estimate/op", json=body)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def ops(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
+    response = client.post("/v1/estimate/ops", json=body)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def assert_between_the_roofs(r: dict[str, Any]) -> None:
+    """Whatever the overlap model, a kernel takes at least its slowest term and at most all of them in a row."""
+    terms = (r["compute_time_s"], r["memory_time_s"], r["overhead_s"])
+    assert max(terms) * (1 - 1e-12) <= r["time_s"] <= sum(terms) * (1 + 1e-12)
+
+
+def rejected(response: Any, status: int = 422) -> list[str]:
+    """The response is an error envelope with this status; returns the fields it names (each also in the message)."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error", "message", "detail"}
+    fields = [d["field"] for d in body["detail"]]
+    for field in fields[:5]:
+        assert field in body["message"]
+    return fields
+
+
+# --- answers -------------------------------------------------------------------------------------------------------
+
+
+def test_a_4096_cubed_bf16_matmul_on_an_a100_is_compute_bound(client: TestClient) -> None:
+    n = 4096
+    r = op(client, {"hardware": A100, "op": {"kind": "matmul", "m": n, "n": n, "k": n, "dtype": "bf16"}})
+    assert set(r) >= FIELDS | MATMUL_FIELDS
+    assert r["flops"] == 2 * n**3  # 2·m·n·k
+    assert r["bytes"] == 2 * 3 * n**2  # A, B read and C written once, 2 bytes each
+    assert r["arithmetic_intensity"] == pytest.approx(2 * n**3 / (6 * n**2))  # = n/3 ≈ 1365 FLOP/B
+    assert r["critical_intensity"] == pytest.approx(A100_BF16 / A100_BW)  # ≈ 153 FLOP/B: the ridge point
+    assert r["bound"] == "compute"
+    assert r["unit"] == "matrix" and r["peak_flops_per_s"] == A100_BF16
+    assert r["memory_time_s"] == pytest.approx(6 * n**2 / (A100_BW * A100_EFF_MEMORY))
+    # The tile is the library-style choice; whichever it is, tiles, waves and math time follow from it:
+    # tiles = ⌈m/tm⌉·⌈n/tn⌉, waves = ⌈tiles/108⌉, one wave = 108 tiles of 2·tm·tn·k FLOPs at peak·eff.
+    tm, tn = r["tile"]
+    assert r["tiles"] == math.ceil(n / tm) * math.ceil(n / tn)
+    assert r["waves"] == math.ceil(r["tiles"] / A100_SMS)
+    assert r["wave_efficiency"] == pytest.approx(r["tiles"] / (r["waves"] * A100_SMS))
+    wave_s = A100_SMS * 2 * tm * tn * n / (A100_BF16 * A100_EFF_MATMUL)
+    assert r["compute_time_s"] == pytest.approx(r["waves"] * wave_s)
+    assert r["compute_time_s"] >= r["flops"] / (A100_BF16 * A100_EFF_MATMUL) * (1 - 1e-12)
+    assert r["overhead_s"] >= LAUNCH_S  # the launch, and whatever the model adds that overlaps nothing
+    assert_between_the_roofs(r)
+    assert r["achieved_flops_per_s"] == pytest.approx(r["flops"] / r["time_s"])
+    assert r["assumptions"]["hardware"] == A100
+    assert r["assumptions"]["efficiency"] == {"matmul": 0.87, "vector": 0.8, "memory": 0.9}
+
+
+def test_a_fixed_tile_gives_the_seed_002_waves(client: TestClient) -> None:
+    n = 4096
+    body = {"hardware": A100, "op": {"kind": "matmul", "m": n, "n": n, "k": n, "tile": [256, 128]}}
+    r = op(client, body)
+    assert r["tile"] == [256, 128]
+    assert r["tiles"] == 16 * 32  # ⌈4096/256⌉·⌈4096/128⌉ = 512
+    assert r["waves"] == 5  # ⌈512/108⌉
+    assert r["wave_efficiency"] == pytest.approx(512 / 540)
+    assert r["compute_time_s"] == pytest.approx(5 * 108 * 2 * 256 * 128 * n / (A100_BF16 * A100_EFF_MATMUL))
+
+
+def test_an_elementwise_op_moves_inputs_plus_outputs_and_is_memory_bound(client: TestClient) -> None:
+    elements = 1 << 28
+    body = {"hardware": A100, "op": {"kind": "elementwise", "elements": elements, "inputs": 2, "outputs": 1}}
+    r = op(client, body)
+    assert set(r) >= FIELDS
+    assert r["tiles"] is None and r["waves"] is None and r["wave_efficiency"] is None
+    assert r["bytes"] == elements * (2 + 1) * 2  # elements · (inputs + outputs) · 2 bytes of bf16
+    assert r["flops"] == elements  # one FLOP per element by default
+    assert r["memory_time_s"] == pytest.approx(elements * 3 * 2 / (A100_BW * A100_EFF_MEMORY))
+    assert r["compute_time_s"] == pytest.approx(elements / (A100_FP32_VECTOR * A100_EFF_VECTOR))
+    assert r["critical_intensity"] == pytest.approx(A100_FP32_VECTOR / A100_BW)  # bf16 math runs at the fp32 rate
+    assert r["bound"] == "memory" and r["unit"] == "vector"
+    assert_between_the_roofs(r)
+
+
+def test_launch_overhead_floors_a_tiny_kernel_and_zero_removes_the_floor(client: TestClient) -> None:
+    body: dict[str, Any] = {"hardware": A100, "op": {"kind": "elementwise", "elements": 1000}}
+    floored = op(client, body)
+    # 1000 elements · 2 B in + 2 B out = 4000 B: 4000 / (2039e9 · 0.9) ≈ 2.2 ns, far below 5 µs.
+    assert floored["memory_time_s"] == pytest.approx(4000 / (A100_BW * A100_EFF_MEMORY))
+    assert floored["overhead_s"] == LAUNCH_S and floored["time_s"] >= LAUNCH_S
+    assert floored["bound"] == "overhead"
+    graph = op(client, {**body, "options": {"launch_overhead_s": 0}})
+    assert graph["overhead_s"] == 0
+    assert graph["memory_time_s"] == floored["memory_time_s"]
+    assert graph["bound"] == "memory"
+    assert_between_the_roofs(graph)  # so at most 2.2 ns + 0.06 ns: the 5 µs floor is gone
+    assert graph["time_s"] < 1e-8
+    assert graph["assumptions"]["launch_overhead_s"] == 0
+
+
+def test_options_override_efficiencies(client: TestClient) -> None:
+    elements = 1 << 28
+    body = {
+        "hardware": A100,
+        "op": {"kind": "elementwise", "elements": elements},
+        "options": {"memory_efficiency": 0.5},
+    }
+    r = op(client, body)
+    assert r["memory_time_s"] == pytest.approx(elements * 4 / (A100_BW * 0.5))
+    assert r["assumptions"]["efficiency"]["memory"] == 0.5
+
+
+def test_hardware_patch_to_5_tbs_scales_memory_time_by_3_35_over_5(client: TestClient) -> None:
+    memory_bound = {"kind": "elementwise", "elements": 1 << 28, "inputs": 2}
+    base = op(client, {"hardware": "h100-sxm", "op": memory_bound})
+    patch = {"memory": {"device": {"bandwidth_bytes_per_s": 5e12}}}
+    fast = op(client, {"hardware": "h100-sxm", "hardware_patch": patch, "op": memory_bound})
+    assert base["bound"] == fast["bound"] == "memory"
+    # memory time = bytes / (bandwidth · efficiency): only the bandwidth changed, 3.35e12 → 5e12.
+    assert fast["memory_time_s"] / base["memory_time_s"] == pytest.approx(H100_BW / 5e12, rel=1e-12)
+    assert fast["time_s"] < base["time_s"]
+    assert fast["bytes"] == base["bytes"] and fast["compute_time_s"] == base["compute_time_s"]
+    assert fast["assumptions"]["hardware"] == "h100-sxm (patched)"
+    # The catalogue entry itself is untouched.
+    assert client.get("/v1/hardware/h100-sxm").json()["memory"]["device"]["bandwidth_bytes_per_s"] == H100_BW
+
+
+def test_a_hardware_patch_that_breaks_the_profile_names_the_field(client: TestClient) -> None:
+    patch = {"memory": {"device": {"bandwidth_bytes_per_s": -1}}}
+    body = {"hardware": "h100-sxm", "hardware_patch": patch, "op": {"kind": "elementwise", "elements": 1}}
+    fields = rejected(client.post("/v1/estimate/op", json=body))
+    assert fields == ["body.hardware_patch.memory.device.bandwidth_bytes_per_s"]
+
+
+def test_an_inline_profile_answers_like_its_catalogue_twin_and_is_not_stored(client: TestClient) -> None:
+    doc = load_yaml(HARDWARE_DIR / "h100-sxm.yaml")
+    doc["slug"] = "h100-inline"
+    matmul = {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096}
+    inline = op(client, {"hardware": doc, "op": matmul})
+    builtin = op(client, {"hardware": "h100-sxm", "op": matmul})
+    for field in FIELDS - {"assumptions"}:
+        assert inline[field] == builtin[field], field
+    assert inline["assumptions"]["hardware"] == "h100-inline"
+    assert client.get("/v1/hardware/h100-inline").status_code == 404
+    # Bandwidth 5e12 inline (with its own source) is the same what-if as the patch above.
+    doc["memory"]["device"]["bandwidth_bytes_per_s"] = 5e12
+    doc["sources"].append({"key": "WHAT-IF", "title": "Hypothetical bandwidth"})
+    doc["figure_sources"]["memory.device.bandwidth_bytes_per_s"] = "WHAT-IF"
+    elementwise = {"kind": "elementwise", "elements": 1 << 28}
+    patched = {"memory": {"device": {"bandwidth_bytes_per_s": 5e12}}}
+    assert (
+        op(client, {"hardware": doc, "op": elementwise})["time_s"]
+        == op(client, {"hardware": "h100-sxm", "hardware_patch": patched, "op": elementwise})["time_s"]
+    )
+
+
+def test_an_incomplete_inline_profile_names_its_fields(client: TestClient) -> None:
+    body = {"hardware": {"slug": "half-a-gpu", "name": "Half"}, "op": {"kind": "elementwise", "elements": 1}}
+    fields = rejected(client.post("/v1/estimate/op", json=body))
+    assert "body.hardware.compute" in fields and "body.hardware.memory" in fields
+    assert all(f.startswith("body.hardware.") for f in fields)  # no union-branch names in the paths
+
+
+def test_a_list_of_ops_gives_one_item_per_op(client: TestClient) -> None:
+    body = {
+        "hardware": A100,
+        "ops": [
+            {"kind": "matmul", "m": 1024, "n": 1024, "k": 1024},
+            {"kind": "elementwise", "elements": 1 << 20, "inputs": 2},
+        ],
+    }
+    result = ops(client, body)
+    assert result["grid"] is None
+    first, second = result["items"]
+    assert first["flops"] == 2 * 1024**3 and first["tiles"] is not None
+    assert second["bytes"] == (1 << 20) * 3 * 2 and second["tiles"] is None
+
+
+def test_a_fused_chain_moves_only_its_inputs_and_output(client: TestClient) -> None:
+    # relu(A@B), seed 000: unfused, the matmul writes C (2N²) and relu reads and writes it (4N²): 6N² + 4N² = 10N²
+    # bytes; fused, only A, B and the result: 6N².
+    n = 4096
+    chain = [{"kind": "matmul", "m": n, "n": n, "k": n}, {"kind": "activation", "elements": n * n, "function": "relu"}]
+    fused = op(client, {"hardware": A100, "op": {"kind": "chain", "ops": chain, "fused": True}})
+    unfused = op(client, {"hardware": A100, "op": {"kind": "chain", "ops": chain, "fused": False}})
+    assert fused["bytes"] == 6 * n**2
+    assert unfused["bytes"] == 10 * n**2
+    assert fused["flops"] == unfused["flops"] == 2 * n**3 + n**2  # the matmul plus one max per element
+
+
+def test_a_sweep_returns_the_grid_in_item_order(client: TestClient) -> None:
+    body = {
+        "hardware": A100,
+        "sweep": {
+            "op": {"kind": "matmul", "m": 1, "n": 1, "k": 2048},
+            "vary": {"m": [64, 128, 256], "n": [512, 1024]},
+        },
+    }
+    result = ops(client, body)
+    assert len(result["items"]) == 3 * 2  # the product of the value-list lengths
+    # The first varied field changes slowest, as in itertools.product.
+    assert result["grid"] == {"m": [64, 64, 128, 128, 256, 256], "n": [512, 1024, 512, 1024, 512, 1024]}
+    for item, m, n in zip(result["items"], result["grid"]["m"], result["grid"]["n"], strict=True):
+        assert item["flops"] == 2 * m * n * 2048
+        assert item["bytes"] == 2 * (m * 2048 + 2048 * n + m * n)
+    # A point of a sweep is the same answer as the single estimate of that op.
+    single = op(client, {"hardware": A100, "op": {"kind": "matmul", "m": 128, "n": 1024, "k": 2048}})
+    assert result["items"][3] == single
+
+
+def test_the_ops_response_is_exactly_the_documented_schema(client: TestClient) -> None:
+    # /ops renders its JSON without building a model per item; it must still be an EstimateOpsRead, field for field.
+    for example in ESTIMATE_OPS_EXAMPLES.values():
+        raw = ops(client, example["value"])
+        assert EstimateOpsRead.model_validate(raw).model_dump(mode="json") == raw
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATE_OP_EXAMPLES))
+def test_every_swagger_example_answers(client: TestClient, name: str) -> None:
+    r = op(client, ESTIMATE_OP_EXAMPLES[name]["value"])
+    assert r["time_s"] > 0 and r["bound"] in {"compute", "memory", "overhead"}
+
+
+def test_sweeping_a_field_that_moves_only_input_bytes_gives_one_item_per_point(client: TestClient) -> None:
+    attention = {"kind": "attention", "batch": 1, "heads": 32, "head_dim": 128, "q_len": 1, "kv_len": 4096}
+    result = ops(client, {"hardware": A100, "sweep": {"op": attention, "vary": {"kv_heads": [1, 8, 32]}}})
+    assert len(result["items"]) == 3
+    first, _, last = result["items"]
+    # Decode against a 4096-token cache: K and V are read at least once, 2 · kv_heads · 4096 · 128 · 2 bytes.
+    assert last["bytes"] - first["bytes"] >= 2 * (32 - 1) * 4096 * 128 * 2
+    embedding = {"kind": "embedding", "tokens": 8, "hidden": 4096, "vocab": 32000}
+    result = ops(client, {"hardware": A100, "sweep": {"op": embedding, "vary": {"vocab": [32000, 128256]}}})
+    assert len(result["items"]) == 2 and result["items"][0] == result["items"][1]
+
+
+# --- bad input -----------------------------------------------------------------------------------------------------
+
+
+def test_an_unknown_kind_names_body_op_kind(client: TestClient) -> None:
+    response = client.post("/v1/estimate/op", json={"hardware": A100, "op": {"kind": "conv2d", "m": 1}})
+    assert rejected(response) == ["body.op.kind"]
+    assert "matmul" in response.json()["message"]  # the accepted kinds are listed
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"m": 0}, "body.op.m"),
+        ({"m": 2**30}, "body.op.m"),
+        ({"dtype": "fp7"}, "body.op.dtype"),
+        ({"tile": [0, 128]}, "body.op.tile.0"),
+        ({"bogus": 1}, "body.op.bogus"),
+    ],
+)
+def test_a_bad_matmul_field_is_a_422_naming_it(client: TestClient, change: dict[str, Any], field: str) -> None:
+    body = {"hardware": A100, "op": {"kind": "matmul", "m": 64, "n": 64, "k": 64, **change}}
+    assert rejected(client.post("/v1/estimate/op", json=body)) == [field]
+
+
+def test_an_unknown_hardware_slug_is_a_404(client: TestClient) -> None:
+    response = client.post(
+        "/v1/estimate/op", json={"hardware": "a100-pcie-7gb", "op": {"kind": "elementwise", "elements": 1}}
+    )
+    rejected(response, 404)
+    assert response.json()["error"] == "not_found" and "a100-pcie-7gb" in response.json()["message"]
+
+
+def test_fp8_on_an_a100_names_the_dtype(client: TestClient) -> None:
+    matmul = {"kind": "matmul", "m": 64, "n": 64, "k": 64, "dtype": "fp8"}
+    response = client.post("/v1/estimate/op", json={"hardware": A100, "op": matmul})
+    assert rejected(response) == ["body.op.dtype"]
+    assert "no fp8" in response.json()["message"]
+    listed = {"hardware": A100, "ops": [{"kind": "elementwise", "elements": 1}, matmul]}
+    assert rejected(client.post("/v1/estimate/ops", json=listed)) == ["body.ops.1.dtype"]
+    in_chain = {"kind": "chain", "ops": [{"kind": "elementwise", "elements": 4096}, matmul]}
+    assert rejected(client.post("/v1/estimate/op", json={"hardware": A100, "op": in_chain})) == ["body.op.ops.1.dtype"]
+
+
+def test_a_chain_whose_matmul_does_not_fit_the_previous_output_names_that_op(client: TestClient) -> None:
+    chain = {
+        "kind": "chain",
+        "ops": [{"kind": "elementwise", "elements": 100}, {"kind": "matmul", "m": 64, "n": 64, "k": 64}],
+    }
+    assert rejected(client.post("/v1/estimate/op", json={"hardware": A100, "op": chain})) == ["body.op.ops.1"]
+
+
+def test_kv_heads_must_divide_heads(client: TestClient) -> None:
+    attention = {"kind": "attention", "batch": 1, "heads": 32, "kv_heads": 5, "head_dim": 128, "q_len": 1, "kv_len": 64}
+    assert rejected(client.post("/v1/estimate/op", json={"hardware": A100, "op": attention})) == ["body.op.kv_heads"]
+    del attention["kv_heads"]
+    swept = {"hardware": A100, "sweep": {"op": attention, "vary": {"kv_heads": [8, 5]}}}
+    assert rejected(client.post("/v1/estimate/ops", json=swept)) == ["body.sweep.vary.kv_heads"]
+    # Each value alone is fine for heads = 32; the combination heads = 12, kv_heads = 8 is not.
+    swept = {"hardware": A100, "sweep": {"op": attention, "vary": {"heads": [32, 12], "kv_heads": [8]}}}
+    assert rejected(client.post("/v1/estimate/ops", json=swept)) == ["body.sweep.vary.kv_heads"]
+    longer = {**attention, "q_len": 128}
+    assert rejected(client.post("/v1/estimate/op", json={"hardware": A100, "op": longer})) == ["body.op.kv_len"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ('{"hardware": "a100-sxm-80gb", "op": {"kind": "elementwise", "elements": 8, "flops_per_element": NaN}}',
+         "body.op.flops_per_element"),
+        ('{"hardware": "a100-sxm-80gb", "options": {"launch_overhead_s": NaN}, "op": {"kind": "elementwise", '
+         '"elements": 8}}', "body.options.launch_overhead_s"),
+        ('{"hardware": "a100-sxm-80gb", "sweep": {"op": {"kind": "elementwise", "elements": 8}, "vary": '
+         '{"flops_per_element": [1, Infinity]}}}', "body.sweep.vary.flops_per_element.1"),
+    ],
+)  # fmt: skip
+def test_nan_and_infinity_are_rejected(client: TestClient, raw: str, field: str) -> None:
+    # Python's JSON parser accepts NaN and Infinity; the schemas must not.
+    path = "/v1/estimate/ops" if '"sweep"' in raw else "/v1/estimate/op"
+    response = client.post(path, content=raw, headers={"content-type": "application/json"})
+    assert rejected(response) == [field]
+
+
+def test_sweeping_a_non_numeric_or_unknown_field_is_a_422(client: TestClient) -> None:
+    matmul = {"kind": "matmul", "m": 64, "n": 64, "k": 64}
+    for name, values in (("dtype", [1, 2]), ("tile", [128]), ("fuse_epilogue", [0, 1]), ("elements", [1])):
+        body = {"hardware": A100, "sweep": {"op": matmul, "vary": {name: values}}}
+        response = client.post("/v1/estimate/ops", json=body)
+        assert rejected(response) == [f"body.sweep.vary.{name}"], name
+        assert "not a numeric field of a matmul op" in response.json()["message"]
+
+
+def test_swept_values_are_held_to_the_field_bounds(client: TestClient) -> None:
+    body = {
+        "hardware": A100,
+        "sweep": {"op": {"kind": "matmul", "m": 64, "n": 64, "k": 64}, "vary": {"m": [64, 0, 2.5]}},
+    }
+    assert rejected(client.post("/v1/estimate/ops", json=body)) == ["body.sweep.vary.m.1", "body.sweep.vary.m.2"]
+    body["sweep"]["vary"] = {"m": []}  # type: ignore[index]
+    assert rejected(client.post("/v1/estimate/ops", json=body)) == ["body.sweep.vary.m"]
+
+
+def test_a_grid_over_100_000_points_is_refused(client: TestClient) -> None:
+    vary = {"m": list(range(1, 402)), "n": list(range(1, 251))}  # 401 · 250 = 100 250 points
+    body = {"hardware": A100, "sweep": {"op": {"kind": "matmul", "m": 1, "n": 1, "k": 64}, "vary": vary}}
+    response = client.post("/v1/estimate/ops", json=body)
+    assert rejected(response) == ["body.sweep.vary"]
+    assert "100250 points" in response.json()["message"]
+
+
+def test_chains_cannot_be_swept(client: TestClient) -> None:
+    chain = {"kind": "chain", "ops": [{"kind": "elementwise", "elements": 64}]}
+    body = {"hardware": A100, "sweep": {"op": chain, "vary": {"elements": [64, 128]}}}
+    assert rejected(client.post("/v1/estimate/ops", json=body)) == ["body.sweep.op.kind"]
+
+
+def test_ops_and_sweep_are_exclusive(client: TestClient) -> None:
+    matmul = {"kind": "matmul", "m": 64, "n": 64, "k": 64}
+    both = {"hardware": A100, "ops": [matmul], "sweep": {"op": matmul, "vary": {"m": [1]}}}
+    response = client.post("/v1/estimate/ops", json=both)
+    assert rejected(response) == ["body"]
+    assert "exactly one of `ops` and `sweep`" in response.json()["message"]
+    assert rejected(client.post("/v1/estimate/ops", json={"hardware": A100})) == ["body"]
+
+
+def test_a_bad_op_in_a_list_is_named_by_its_index(client: TestClient) -> None:
+    body = {"hardware": A100, "ops": [{"kind": "elementwise", "elements": 1}, {"kind": "matmul", "m": 1, "n": 1}]}
+    assert rejected(client.post("/v1/estimate/ops", json=body)) == ["body.ops.1.k"]
+
+
+def test_malformed_json_is_a_422_envelope(client: TestClient) -> None:
+    response = client.post("/v1/estimate/ops", content="{", headers={"content-type": "application/json"})
+    rejected(response)
+    assert json.loads(response.text)["error"] == "validation_error"
