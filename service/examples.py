@@ -122,7 +122,7 @@ ESTIMATE_OP_EXAMPLES = {
 }
 ESTIMATE_OPS_EXAMPLES = {
     "sweep": Example(
-        summary="Square bf16 matmuls 1024…4096 on an A100",
+        summary="A grid of bf16 matmuls (m × n from 1024 to 4096, k = 4096) on an A100",
         value={
             "hardware": "a100-sxm-80gb",
             "sweep": {
