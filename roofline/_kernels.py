@@ -51,6 +51,17 @@ class Kernel:
         return out
 
 
+def _merged(kernels: Sequence[Kernel]) -> tuple[Kernel, dict[str, Array], dict[str, object]]:
+    """The kernel doing the most math (its unit and peak describe the whole), and everyone's details."""
+    main = max(kernels, key=lambda k: float(np.max(k.flops)) if np.size(k.flops) else 0.0)
+    extra: dict[str, Array] = {}
+    assumptions: dict[str, object] = {}
+    for k in kernels:
+        extra.update(k.extra)
+        assumptions.update(k.assumptions)
+    return main, extra, assumptions
+
+
 def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s: float) -> Estimate:
     """Kernels run one after another, each reading and writing device memory.
 
@@ -70,12 +81,8 @@ def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s
         total["memory"] = total["memory"] + m
         total["overhead"] = total["overhead"] + launch_s * k.launches
         total["time"] = total["time"] + kernel_time(c, m, launch_s * k.launches, k.exposed_s)
-    main = max(kernels, key=lambda k: float(np.max(k.flops)) if np.size(k.flops) else 0.0)
-    extra: dict[str, Array] = {}
-    assumptions: dict[str, object] = {"kernels": len(kernels)}
-    for k in kernels:
-        extra.update(k.extra)
-        assumptions.update(k.assumptions)
+    main, extra, assumptions = _merged(kernels)
+    assumptions = {"kernels": len(kernels), **assumptions}
     return Estimate(
         flops=np.broadcast_to(total["flops"], shape),
         bytes=np.broadcast_to(total["bytes"], shape),
@@ -102,12 +109,7 @@ def fuse(kernels: Sequence[Kernel], hw: Hardware) -> Kernel:
         if consumer.consumes_whole_input:
             spill = producer.out_bytes > hw.on_chip_bytes
             spilled = spilled + np.where(spill, 2.0 * producer.out_bytes, 0.0)
-    main = max(kernels, key=lambda k: float(np.max(k.flops)) if np.size(k.flops) else 0.0)
-    extra: dict[str, Array] = {}
-    assumptions: dict[str, object] = {}
-    for k in kernels:
-        extra.update(k.extra)
-        assumptions.update(k.assumptions)
+    main, extra, assumptions = _merged(kernels)
     ideal = external + last.out_bytes
     extra["ideal_bytes"] = ideal
     extra["spilled_bytes"] = spilled

@@ -249,22 +249,18 @@ def _check_attention_grid(op: Attention, arrays: dict[str, Any]) -> None:
     kv_heads = np.asarray(arrays.get("kv_heads", heads if op.kv_heads is None else op.kv_heads))
     q_len, kv_len = np.asarray(arrays.get("q_len", op.q_len)), np.asarray(arrays.get("kv_len", op.kv_len))
     heads, kv_heads, q_len, kv_len = np.broadcast_arrays(heads, kv_heads, q_len, kv_len)
-    bad = (kv_heads > heads) | (np.mod(heads, kv_heads) != 0)
-    if np.any(bad):
-        i = int(np.argmax(bad))
-        field = "kv_heads" if "kv_heads" in arrays else "heads"
-        raise invalid(
-            f"body.sweep.vary.{field}",
-            f"kv_heads must divide heads (point {i}: heads {heads[i]:g}, kv_heads {kv_heads[i]:g})",
-        )
-    bad = q_len > kv_len
-    if np.any(bad):
-        i = int(np.argmax(bad))
-        field = "kv_len" if "kv_len" in arrays else "q_len"
-        raise invalid(
-            f"body.sweep.vary.{field}",
-            f"kv_len must be at least q_len (point {i}: q_len {q_len[i]:g}, kv_len {kv_len[i]:g})",
-        )
+    rules = [
+        ((kv_heads > heads) | (np.mod(heads, kv_heads) != 0), "kv_heads", "heads", "kv_heads must divide heads",
+         ("heads", heads), ("kv_heads", kv_heads)),
+        (q_len > kv_len, "kv_len", "q_len", "kv_len must be at least q_len", ("q_len", q_len), ("kv_len", kv_len)),
+    ]  # fmt: skip
+    for bad, preferred, other, rule, (name_a, a), (name_b, b) in rules:
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise invalid(
+                f"body.sweep.vary.{preferred if preferred in arrays else other}",
+                f"{rule} (point {i}: {name_a} {a[i]:g}, {name_b} {b[i]:g})",
+            )
 
 
 @functools.cache
