@@ -92,6 +92,40 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    from service import auth
+    from service.db import make_engine, make_sessionmaker, unit_of_work
+    from service.errors import NotFound
+
+    engine = make_engine(_settings(args).database_url)
+    try:
+        for session in unit_of_work(make_sessionmaker(engine)):
+            if args.keys_command == "create":
+                new = auth.create_key(session, args.name, auth.Scope(args.scope))
+                print(f"created API key {new.id} ({new.name}, scope {new.scope}, prefix {new.prefix}).")
+                print("It is shown only this once; store it now:", file=sys.stderr)
+                print(new.key)
+            elif args.keys_command == "revoke":
+                try:
+                    revoked = auth.revoke_key(session, args.key)
+                except NotFound as err:
+                    print(err.message, file=sys.stderr)
+                    return 1
+                for row in revoked:
+                    print(f"revoked API key {row.id} ({row.name}, prefix {row.prefix})")
+            else:
+                print(f"{'id':>4}  {'prefix':<9} {'scope':<7} {'created':<20} {'revoked':<20} name")
+                for row in auth.list_keys(session):
+                    revoked_at = f"{row.revoked_at:%Y-%m-%d %H:%M:%S}" if row.revoked_at else "-"
+                    print(
+                        f"{row.id:>4}  {row.prefix:<9} {row.scope:<7} {row.created_at:%Y-%m-%d %H:%M:%S}  "
+                        f"{revoked_at:<20} {row.name}"
+                    )
+    finally:
+        engine.dispose()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ridgeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +159,18 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--migrate", action="store_true", help="upgrade the schema first")
     cat_sub.add_parser("check", help="validate the catalogue files without a database")
     cat.set_defaults(func=cmd_catalogue)
+
+    keys = sub.add_parser("keys", help="API keys for uploads (stored hashed)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="make a key and print it once")
+    create.add_argument("--name", required=True, help="who or what uses it, e.g. worker-gpu-node-17")
+    create.add_argument("--scope", choices=["upload", "admin"], default="upload", help="upload (default) or admin")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by id or prefix, or every live key with a name")
+    revoke.add_argument("key", help="key id, prefix or name")
+    keys_sub.add_parser("list", help="list keys (never the keys themselves)")
+    for p in keys_sub.choices.values():
+        p.add_argument("--database-url", help=db_url_help)
+    keys.set_defaults(func=cmd_keys)
     return parser
 
 

@@ -151,3 +151,31 @@ ESTIMATE_OPS_EXAMPLES = {
         },
     ),
 }
+
+BENCHMARK_RUN_EXAMPLES = {
+    "gemms": Example(
+        summary="Two bf16 GEMMs timed on an A100 (CUDA-graph replays)",
+        value={
+            "hardware": "NVIDIA A100-SXM4-80GB",
+            "host": "gpu-node-17",
+            "software": {"driver": "550.54.15", "cuda": "12.4", "jax": "0.4.35", "triton": "3.1.0"},
+            "timing_scope": "graph_replay",
+            "results": [
+                {
+                    "op": {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"},
+                    "median_s": 5.43e-4,
+                    "p10_s": 5.40e-4,
+                    "p90_s": 5.51e-4,
+                    "repeats": 100,
+                },
+                {
+                    "op": {"kind": "matmul", "m": 1793, "n": 1793, "k": 1793, "dtype": "bf16"},
+                    "median_s": 7.9e-5,
+                    "p10_s": 7.8e-5,
+                    "p90_s": 8.1e-5,
+                    "repeats": 100,
+                },
+            ],
+        },
+    ),
+}

@@ -5,7 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, MetaData, String
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -54,3 +66,86 @@ class ModelConfig(CatalogueEntry, Base):
     __tablename__ = "model_configs"
 
     family: Mapped[str] = mapped_column(String(200), index=True)
+
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a 64-bit id for the big table.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class ApiKey(Base):
+    """An API key: only its SHA-256 is stored (the key itself is printed once, by `ridgeline keys create`)."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    scope: Mapped[str] = mapped_column(String(10))  # upload | admin
+    prefix: Mapped[str] = mapped_column(String(16), index=True)  # the key's public part, to name it in lists
+    key_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class BenchmarkRun(Base):
+    """One upload: a worker session on one device, with its software versions and timing scope."""
+
+    __tablename__ = "benchmark_runs"
+    # A retried upload finds its first run through (key, Idempotency-Key); the constraint makes racing retries safe.
+    __table_args__ = (UniqueConstraint("api_key_id", "idempotency_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hardware: Mapped[str] = mapped_column(String(64), index=True)
+    device: Mapped[str | None] = mapped_column(String(200))
+    host: Mapped[str] = mapped_column(String(200))
+    software: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    timing_scope: Mapped[str] = mapped_column(String(20))
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    result_count: Mapped[int] = mapped_column(Integer)
+    predicted_count: Mapped[int] = mapped_column(Integer)
+    calibrated_count: Mapped[int] = mapped_column(Integer)
+    calibration_id: Mapped[int | None] = mapped_column(Integer)
+    median_measured_over_predicted: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class BenchmarkResult(Base):
+    """One measured op and the predictions made for it. Written in bulk (Core executemany), never one by one."""
+
+    __tablename__ = "benchmark_results"
+    __table_args__ = (Index("ix_benchmark_results_kind_dtype", "op_kind", "dtype"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("benchmark_runs.id", ondelete="CASCADE"), index=True)
+    op_kind: Mapped[str] = mapped_column(String(20))
+    dtype: Mapped[str] = mapped_column(String(8))
+    op: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    median_s: Mapped[float] = mapped_column(Float)
+    p10_s: Mapped[float | None] = mapped_column(Float)
+    p90_s: Mapped[float | None] = mapped_column(Float)
+    repeats: Mapped[int] = mapped_column(Integer)
+    # The raw model in the run's timing scope, its fixed-cost part, and the op's FLOPs and device-memory bytes.
+    predicted_s: Mapped[float | None] = mapped_column(Float)
+    predicted_overhead_s: Mapped[float | None] = mapped_column(Float)
+    measured_over_predicted: Mapped[float | None] = mapped_column(Float)
+    flops: Mapped[float | None] = mapped_column(Float)
+    bytes: Mapped[float | None] = mapped_column(Float)
+    calibrated_s: Mapped[float | None] = mapped_column(Float)
+    calibration_id: Mapped[int | None] = mapped_column(Integer)
+
+
+class Calibration(Base):
+    """A fitted correction for one hardware profile, per op family; immutable once stored."""
+
+    __tablename__ = "calibrations"
+    __table_args__ = (UniqueConstraint("hardware", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hardware: Mapped[str] = mapped_column(String(64), index=True)
+    version: Mapped[int] = mapped_column(Integer)  # 1, 2, … per hardware
+    op_families: Mapped[list[str]] = mapped_column(JSONDocument)
+    request: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # the filters and split it was fitted with
+    summary: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # counts and error before/after, per family
+    model: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # the fitted parameters and neighbour points
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -18,6 +18,8 @@ class Settings(BaseSettings):
     max_page_size: int = Field(default=500, gt=0)
     db_pool_size: int = Field(default=5, gt=0)
     log_level: str = "info"
+    # Benchmark, accuracy, roofline and calibration reads need an API key (any scope) when set.
+    read_requires_key: bool = False
 
 
 def normalise_database_url(url: str) -> str:

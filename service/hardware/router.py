@@ -6,8 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Response
 
+from schemas.benchmarks import HardwareResolution
 from schemas.common import Page
 from schemas.hardware import DeviceKind, HardwareCreate, HardwareRead, Vendor
+from service.benchmarks import devices
 from service.catalogue import service
 from service.catalogue.service import HARDWARE
 from service.deps import PagingDep, SessionDep
@@ -30,6 +32,23 @@ def list_hardware(
     filters = {"vendor": vendor.value if vendor else None, "kind": kind.value if kind else None}
     items, total = service.page(session, HARDWARE, filters, paging.limit, paging.offset)
     return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)
+
+
+# Before /{slug}, which would otherwise take "resolve" for a slug.
+@router.get("/resolve")
+def resolve_device(
+    session: SessionDep,
+    device: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=200,
+            description="What the device calls itself: `NVIDIA H100 80GB HBM3`, `TPU v5 lite`, `cpu`, or a slug.",
+        ),
+    ],
+) -> HardwareResolution:
+    """The catalogue profile a device description maps to (what workers call before uploading)."""
+    return devices.resolve(session, device)
 
 
 @router.get("/{slug}")

@@ -11,7 +11,10 @@ from service import migrate
 from service.db import make_engine
 from service.orm import Base
 
-TABLES = {"hardware_profiles", "model_configs", "alembic_version"}
+TABLES = {
+    "hardware_profiles", "model_configs", "alembic_version",
+    "api_keys", "benchmark_runs", "benchmark_results", "calibrations",
+}  # fmt: skip
 
 
 def _drift(url: str) -> list[object]:

@@ -1,0 +1,105 @@
+"""Predictions for many measured ops at once, through the estimate service's own functions (no formulas here).
+
+Results that differ only in their sizes share a template (kind, dtype, flags); each template is one vectorised
+`service.estimates.service.evaluate` call over arrays of its sizes, so 10 000 GEMMs cost one core call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+import roofline
+from schemas.benchmarks import Collective, TimingScope
+from schemas.estimates import EstimateContext, Options
+from schemas.hardware import HardwareSpec
+from schemas.ops import Chain
+from service.estimates import service as estimates
+
+# Kernel-time scopes (profiler sums, graph replays) have no host launch in them: their per-kernel fixed cost is
+# the shortest kernel the device runs, 2.5 µs on an A100 (aiconfigurator's 1×32×32 GEMM: bench/validate.py's
+# KERNEL_FLOOR_S), never more than the profile's launch cost. Wall-clock numbers keep the profile's kernel_launch_s.
+KERNEL_FLOOR_S = 2.5e-6
+
+
+def launch_s(spec: HardwareSpec, scope: TimingScope) -> float:
+    """The per-kernel fixed cost a prediction in this timing scope uses."""
+    if scope is TimingScope.wall_clock:
+        return spec.overheads.kernel_launch_s
+    return min(spec.overheads.kernel_launch_s, KERNEL_FLOOR_S)
+
+
+def core_hardware(spec: HardwareSpec, slug: str, scope: TimingScope) -> roofline.Hardware:
+    ctx = EstimateContext(hardware=slug, options=Options(launch_overhead_s=launch_s(spec, scope)))
+    return estimates.to_core(spec, ctx)
+
+
+@dataclass
+class Predictions:
+    """One element per result; NaN where there is no prediction (collectives)."""
+
+    time_s: NDArray[np.float64]
+    overhead_s: NDArray[np.float64]
+    flops: NDArray[np.float64]
+    bytes: NDArray[np.float64]
+
+    @classmethod
+    def empty(cls, n: int) -> Predictions:
+        return cls(*(np.full(n, np.nan) for _ in range(4)))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def template_key(op: Any) -> tuple[Any, ...]:
+    """What must be equal for two ops to share one vectorised call: the kind, every non-numeric field, and which
+    optional numeric fields are unset (attention's kv_heads)."""
+    fields = type(op).model_fields
+    return (
+        type(op).__name__,
+        *((name, _freeze(getattr(op, name))) for name in fields if not _is_number(getattr(op, name))),
+    )
+
+
+def numeric_fields(op: Any) -> list[str]:
+    return [name for name in type(op).model_fields if _is_number(getattr(op, name))]
+
+
+def predict(hw: roofline.Hardware, ops: list[Any], where: str = "body.results") -> Predictions:
+    """Predicted seconds, fixed-cost seconds, FLOPs and bytes of every op on `hw` (whose launch cost is the timing
+    scope's); `where` names the list in errors (`body.results.17.op.dtype`)."""
+    out = Predictions.empty(len(ops))
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for index, op in enumerate(ops):
+        if isinstance(op, Collective):
+            continue  # measured only: the op model has no collectives
+        if isinstance(op, Chain):
+            _store(out, [index], estimates.evaluate(hw, op, where=f"{where}.{index}.op"))
+            continue
+        groups.setdefault(template_key(op), []).append(index)
+    for indices in groups.values():
+        first = ops[indices[0]]
+        names = numeric_fields(first)
+        overrides = {name: np.array([getattr(ops[i], name) for i in indices], dtype=np.float64) for name in names}
+        est = estimates.evaluate(hw, first, overrides, where=f"{where}.{indices[0]}.op", points=len(indices))
+        _store(out, indices, est)
+    return out
+
+
+def _store(out: Predictions, indices: list[int], est: roofline.Estimate) -> None:
+    n = len(indices)
+    idx = np.asarray(indices)
+    out.time_s[idx] = np.broadcast_to(est.time_s, (n,))
+    out.overhead_s[idx] = np.broadcast_to(est.overhead_s, (n,))
+    out.flops[idx] = np.broadcast_to(est.flops, (n,))
+    out.bytes[idx] = np.broadcast_to(est.bytes, (n,))

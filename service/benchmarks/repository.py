@@ -1,0 +1,94 @@
+"""Queries over benchmark runs and results. No rules here: those live in service.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, exists, func, insert, select
+from sqlalchemy.orm import Session
+
+from service.orm import ApiKey, BenchmarkResult, BenchmarkRun
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    hardware: str | None = None
+    op_kind: str | None = None
+    dtype: str | None = None
+    software: str | None = None  # a name
+    software_version: str | None = None
+    timing_scope: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class BenchmarkRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def run(self, run_id: int) -> BenchmarkRun | None:
+        return self.session.get(BenchmarkRun, run_id)
+
+    def by_idempotency_key(self, api_key_id: int, key: str) -> BenchmarkRun | None:
+        return self.session.scalar(
+            select(BenchmarkRun).where(BenchmarkRun.api_key_id == api_key_id, BenchmarkRun.idempotency_key == key)
+        )
+
+    def add_run(self, run: BenchmarkRun) -> None:
+        self.session.add(run)
+        self.session.flush()
+
+    def add_results(self, rows: list[dict[str, Any]]) -> None:
+        # Core executemany: SQLAlchemy batches it into multi-row INSERTs ("insertmanyvalues"); no ORM objects.
+        if rows:
+            self.session.execute(insert(BenchmarkResult), rows)
+
+    def key_names(self, ids: set[int]) -> dict[int, str]:
+        if not ids:
+            return {}
+        rows = self.session.execute(select(ApiKey.id, ApiKey.name).where(ApiKey.id.in_(ids))).all()
+        return {key_id: name for key_id, name in rows}
+
+    def _runs(self, f: RunFilters) -> Select[BenchmarkRun]:
+        query = select(BenchmarkRun)
+        if f.hardware is not None:
+            query = query.where(BenchmarkRun.hardware == f.hardware)
+        if f.timing_scope is not None:
+            query = query.where(BenchmarkRun.timing_scope == f.timing_scope)
+        if f.since is not None:
+            query = query.where(BenchmarkRun.created_at >= f.since)
+        if f.until is not None:
+            query = query.where(BenchmarkRun.created_at < f.until)
+        if f.software is not None:
+            version = BenchmarkRun.software[f.software].as_string()
+            query = query.where(version.is_not(None) if f.software_version is None else version == f.software_version)
+        if f.op_kind is not None or f.dtype is not None:
+            has = select(BenchmarkResult.id).where(BenchmarkResult.run_id == BenchmarkRun.id)
+            if f.op_kind is not None:
+                has = has.where(BenchmarkResult.op_kind == f.op_kind)
+            if f.dtype is not None:
+                has = has.where(BenchmarkResult.dtype == f.dtype)
+            query = query.where(exists(has))
+        return query
+
+    def page_runs(self, f: RunFilters, limit: int, offset: int) -> tuple[list[BenchmarkRun], int]:
+        query = self._runs(f)
+        total = self.session.scalar(select(func.count()).select_from(query.subquery())) or 0
+        rows = self.session.scalars(query.order_by(BenchmarkRun.id.desc()).limit(limit).offset(offset)).all()
+        return list(rows), total
+
+    def page_results(
+        self, run_id: int, op_kind: str | None, dtype: str | None, limit: int, offset: int
+    ) -> tuple[list[BenchmarkResult], int]:
+        where = [BenchmarkResult.run_id == run_id]
+        if op_kind is not None:
+            where.append(BenchmarkResult.op_kind == op_kind)
+        if dtype is not None:
+            where.append(BenchmarkResult.dtype == dtype)
+        total = self.session.scalar(select(func.count()).select_from(BenchmarkResult).where(*where)) or 0
+        rows = self.session.scalars(
+            select(BenchmarkResult).where(*where).order_by(BenchmarkResult.id).limit(limit).offset(offset)
+        ).all()
+        return list(rows), total

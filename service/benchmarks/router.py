@@ -1,0 +1,110 @@
+"""HTTP routes for measured timings."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Header, Path, Query, Response
+
+from schemas.benchmarks import (
+    BenchmarkRunCreate,
+    BenchmarkRunCreated,
+    BenchmarkRunDetail,
+    BenchmarkRunRead,
+    TimingScope,
+)
+from schemas.common import Dtype, Page
+from service.auth import AUTH_RESPONSES, ReaderDep, UploaderDep
+from service.benchmarks import service
+from service.benchmarks.repository import RunFilters
+from service.deps import PagingDep, SessionDep
+from service.errors import ERROR_RESPONSES
+from service.examples import BENCHMARK_RUN_EXAMPLES
+
+router = APIRouter(prefix="/v1/benchmarks", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        description="A retry with the same key and body stores nothing and gets the first response; the same key "
+        "with another body is a 409.",
+    ),
+]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@router.post(
+    "",
+    status_code=201,
+    responses={409: ERROR_RESPONSES[400] | {"description": "Idempotency-Key reused with another body"}},
+)
+def upload_run(
+    session: SessionDep,
+    principal: UploaderDep,
+    response: Response,
+    body: Annotated[BenchmarkRunCreate, Body(openapi_examples=BENCHMARK_RUN_EXAMPLES)],
+    idempotency_key: IdempotencyKey = None,
+) -> BenchmarkRunCreated:
+    """Upload a run of measured timings (needs an upload key); each result is stored with its prediction."""
+    result, replayed = service.create_run(session, body, principal, idempotency_key)
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return result
+
+
+@router.get("")
+def list_runs(
+    session: SessionDep,
+    _reader: ReaderDep,
+    paging: PagingDep,
+    hardware: Annotated[str | None, Query(max_length=64, description="Only runs on this profile (slug).")] = None,
+    op_kind: Annotated[str | None, Query(max_length=20, description="Only runs with results of this op kind.")] = None,
+    dtype: Annotated[Dtype | None, Query(description="Only runs with results in this dtype.")] = None,
+    software: Annotated[
+        str | None,
+        Query(
+            max_length=150,
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*(=.+)?$",
+            description="`name` (runs that list it) or `name=version`, e.g. `jax=0.4.35`.",
+        ),
+    ] = None,
+    timing_scope: Annotated[TimingScope | None, Query()] = None,
+    since: Annotated[datetime | None, Query(description="Uploaded at or after (ISO 8601; UTC if no offset).")] = None,
+    until: Annotated[datetime | None, Query(description="Uploaded before (ISO 8601; UTC if no offset).")] = None,
+) -> Page[BenchmarkRunRead]:
+    """List uploaded runs, newest first."""
+    name, _, version = (software or "").partition("=")
+    filters = RunFilters(
+        hardware=hardware,
+        op_kind=op_kind,
+        dtype=dtype.value if dtype else None,
+        software=name or None,
+        software_version=version or None,
+        timing_scope=timing_scope.value if timing_scope else None,
+        since=_utc(since),
+        until=_utc(until),
+    )
+    items, total = service.page_runs(session, filters, paging.limit, paging.offset)
+    return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)
+
+
+@router.get("/{run_id}")
+def get_run(
+    session: SessionDep,
+    _reader: ReaderDep,
+    paging: PagingDep,
+    run_id: Annotated[int, Path(ge=1, le=2**31 - 1)],
+    op_kind: Annotated[str | None, Query(max_length=20)] = None,
+    dtype: Annotated[Dtype | None, Query()] = None,
+) -> BenchmarkRunDetail:
+    """One run with a page of its results, each with its prediction and measured / predicted."""
+    return service.get_run(session, run_id, op_kind, dtype.value if dtype else None, paging.limit, paging.offset)

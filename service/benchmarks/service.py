@@ -1,0 +1,246 @@
+"""Rules for measured timings: idempotent uploads, each result held against its own prediction."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import numpy as np
+from pydantic import TypeAdapter
+from sqlalchemy import Table
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from schemas.benchmarks import (
+    BenchmarkResultRead,
+    BenchmarkRunCreate,
+    BenchmarkRunCreated,
+    BenchmarkRunDetail,
+    BenchmarkRunRead,
+    ResultOp,
+    TimingScope,
+)
+from schemas.common import ErrorDetail
+from schemas.ops import Chain
+from service.auth import Principal
+from service.benchmarks import devices
+from service.benchmarks.predict import core_hardware, predict
+from service.benchmarks.repository import BenchmarkRepository, RunFilters
+from service.calibrations.apply import calibrate_results
+from service.catalogue import service as catalogue
+from service.catalogue.service import HARDWARE
+from service.errors import Conflict, NotFound, Unprocessable, validation_message
+from service.orm import BenchmarkResult, BenchmarkRun, utcnow
+
+_OPS: TypeAdapter[list[ResultOp]] = TypeAdapter(list[ResultOp])
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def op_dtype(op: Any) -> str:
+    if isinstance(op, Chain):
+        return str(op.ops[0].dtype)
+    return str(op.dtype)
+
+
+def resolve_hardware(session: Session, hardware: str) -> tuple[str, str | None]:
+    """The profile slug an upload names, and the device description when it named one instead of a slug."""
+    try:
+        found = devices.resolve(session, hardware)
+    except NotFound as err:
+        detail = [ErrorDetail(field="body.hardware", message=err.message, type="value_error")]
+        raise Unprocessable(validation_message(detail), detail) from None
+    return found.slug, None if found.rule == "slug" else hardware
+
+
+def created(run: BenchmarkRun) -> BenchmarkRunCreated:
+    return BenchmarkRunCreated(
+        id=run.id,
+        hardware=run.hardware,
+        device=run.device,
+        results=run.result_count,
+        predicted=run.predicted_count,
+        calibrated=run.calibrated_count,
+        calibration_id=run.calibration_id,
+        median_measured_over_predicted=run.median_measured_over_predicted,
+        created_at=run.created_at,
+    )
+
+
+def _replay(run: BenchmarkRun, digest: str, key: str) -> BenchmarkRunCreated:
+    if run.request_sha256 != digest:
+        raise Conflict(
+            f"Idempotency-Key {key!r} was already used for a different upload (run {run.id}); "
+            "send a new key for new results."
+        )
+    return created(run)
+
+
+def _insert_run(session: Session, values: dict[str, Any]) -> int | None:
+    """Insert the run row; None when a concurrent upload with the same idempotency key got there first.
+
+    ON CONFLICT DO NOTHING (PostgreSQL and SQLite): on PostgreSQL an insert that meets an uncommitted row with the
+    same key waits for that transaction, then does nothing if it committed, so the loser finds the winner's run.
+    """
+    dialect = session.get_bind().dialect.name
+    table = BenchmarkRun.__table__
+    assert isinstance(table, Table)
+    stmt: Any
+    if dialect == "postgresql":
+        stmt = postgresql.insert(table).on_conflict_do_nothing(index_elements=["api_key_id", "idempotency_key"])
+    elif dialect == "sqlite":
+        stmt = sqlite.insert(table).on_conflict_do_nothing(index_elements=["api_key_id", "idempotency_key"])
+    else:  # pragma: no cover - the service runs on these two
+        raise RuntimeError(f"unsupported database {dialect}")
+    run_id: int | None = session.execute(stmt.values(**values).returning(table.c.id)).scalar()
+    return run_id
+
+
+def create_run(
+    session: Session, body: BenchmarkRunCreate, principal: Principal, idempotency_key: str | None
+) -> tuple[BenchmarkRunCreated, bool]:
+    """Store a run and its results in the request's transaction; returns the response and whether it is a replay
+    of an earlier upload with the same Idempotency-Key."""
+    repo = BenchmarkRepository(session)
+    digest = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+    if idempotency_key is not None:
+        existing = repo.by_idempotency_key(principal.key_id, idempotency_key)
+        if existing is not None:
+            return _replay(existing, digest, idempotency_key), True
+
+    slug, device = resolve_hardware(session, body.hardware)
+    spec = catalogue.get_spec(session, HARDWARE, slug)
+    ops = [r.op for r in body.results]
+    preds = predict(core_hardware(spec, slug, body.timing_scope), ops)
+    measured = np.array([r.median_s for r in body.results])
+    ratio = measured / preds.time_s  # NaN where there is no prediction
+
+    calibrated, calibration_id = calibrate_results(session, slug, ops, preds)
+    predicted_count = int(np.count_nonzero(np.isfinite(preds.time_s)))
+    calibrated_count = int(np.count_nonzero(np.isfinite(calibrated)))
+    run_id = _insert_run(
+        session,
+        {
+            "hardware": slug,
+            "device": device,
+            "host": body.host,
+            "software": body.software,
+            "timing_scope": str(body.timing_scope),
+            "api_key_id": principal.key_id,
+            "idempotency_key": idempotency_key,
+            "request_sha256": digest,
+            "result_count": len(ops),
+            "predicted_count": predicted_count,
+            "calibrated_count": calibrated_count,
+            "calibration_id": calibration_id if calibrated_count else None,
+            "median_measured_over_predicted": _finite(float(np.nanmedian(ratio))) if predicted_count else None,
+            "created_at": utcnow(),
+        },
+    )
+    if run_id is None:  # lost the race to a concurrent retry of the same upload
+        assert idempotency_key is not None  # only keyed inserts can conflict
+        existing = repo.by_idempotency_key(principal.key_id, idempotency_key)
+        if existing is None:  # pragma: no cover - the winner committed before our insert returned
+            raise Conflict(f"Idempotency-Key {idempotency_key!r} is in use by a concurrent upload; retry.")
+        return _replay(existing, digest, idempotency_key), True
+
+    docs = _OPS.dump_python(ops, mode="json")
+    columns = {
+        "predicted_s": preds.time_s.tolist(),
+        "predicted_overhead_s": preds.overhead_s.tolist(),
+        "measured_over_predicted": ratio.tolist(),
+        "flops": preds.flops.tolist(),
+        "bytes": preds.bytes.tolist(),
+        "calibrated_s": calibrated.tolist(),
+    }
+    names = list(columns)
+    rows = []
+    for i, (result, doc, values) in enumerate(
+        zip(body.results, docs, zip(*columns.values(), strict=True), strict=True)
+    ):
+        row = {
+            "run_id": run_id,
+            "op_kind": doc["kind"],
+            "dtype": op_dtype(ops[i]),
+            "op": doc,
+            "median_s": result.median_s,
+            "p10_s": result.p10_s,
+            "p90_s": result.p90_s,
+            "repeats": result.repeats,
+            "calibration_id": calibration_id,
+        }
+        for name, value in zip(names, values, strict=True):
+            row[name] = value if math.isfinite(value) else None
+        if row["calibrated_s"] is None:
+            row["calibration_id"] = None
+        rows.append(row)
+    repo.add_results(rows)
+    run = repo.run(run_id)
+    assert run is not None
+    return created(run), False
+
+
+def _run_read(run: BenchmarkRun, key_names: dict[int, str]) -> BenchmarkRunRead:
+    return BenchmarkRunRead(
+        id=run.id,
+        hardware=run.hardware,
+        device=run.device,
+        host=run.host,
+        software=run.software,
+        timing_scope=TimingScope(run.timing_scope),
+        results=run.result_count,
+        median_measured_over_predicted=run.median_measured_over_predicted,
+        api_key=key_names.get(run.api_key_id) if run.api_key_id is not None else None,
+        created_at=run.created_at,
+    )
+
+
+def result_read(row: BenchmarkResult) -> BenchmarkResultRead:
+    flops, nbytes = row.flops, row.bytes
+    return BenchmarkResultRead(
+        id=row.id,
+        op=row.op,
+        op_kind=row.op_kind,
+        dtype=row.dtype,
+        median_s=row.median_s,
+        p10_s=row.p10_s,
+        p90_s=row.p90_s,
+        repeats=row.repeats,
+        predicted_s=row.predicted_s,
+        measured_over_predicted=row.measured_over_predicted,
+        calibrated_s=row.calibrated_s,
+        calibration_id=row.calibration_id,
+        measured_over_calibrated=row.median_s / row.calibrated_s if row.calibrated_s else None,
+        flops=flops,
+        bytes=nbytes,
+        arithmetic_intensity=flops / nbytes if flops is not None and nbytes else None,
+        achieved_flops_per_s=flops / row.median_s if flops is not None else None,
+    )
+
+
+def page_runs(session: Session, filters: RunFilters, limit: int, offset: int) -> tuple[list[BenchmarkRunRead], int]:
+    repo = BenchmarkRepository(session)
+    runs, total = repo.page_runs(filters, limit, offset)
+    names = repo.key_names({r.api_key_id for r in runs if r.api_key_id is not None})
+    return [_run_read(r, names) for r in runs], total
+
+
+def get_run(
+    session: Session, run_id: int, op_kind: str | None, dtype: str | None, limit: int, offset: int
+) -> BenchmarkRunDetail:
+    repo = BenchmarkRepository(session)
+    run = repo.run(run_id)
+    if run is None:
+        raise NotFound(f"No benchmark run with id {run_id}.")
+    names = repo.key_names({run.api_key_id} if run.api_key_id is not None else set())
+    rows, total = repo.page_results(run_id, op_kind, dtype, limit, offset)
+    return BenchmarkRunDetail(
+        **_run_read(run, names).model_dump(),
+        items=[result_read(r) for r in rows],
+        total=total,
+        limit=limit,
+        offset=offset,
+    )

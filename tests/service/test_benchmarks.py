@@ -1,0 +1,306 @@
+"""POST/GET /v1/benchmarks and GET /v1/hardware/resolve, on SQLite and PostgreSQL.
+
+Hand-worked figures use the A100 SXM 80GB profile (hardware_db/hardware/a100-sxm-80gb.yaml): 2039e9 B/s HBM at
+memory efficiency 0.90, 19.5e12 fp32 vector FLOP/s at 0.80, 5 µs per kernel; kernel-time scopes use the 2.5 µs
+floor (service/benchmarks/predict.py, KERNEL_FLOOR_S).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import delete
+
+from service import auth
+from service.orm import ApiKey, BenchmarkResult, BenchmarkRun, Calibration
+
+A100 = "a100-sxm-80gb"
+BW = 2039e9 * 0.90
+VECTOR = 19.5e12 * 0.80
+
+
+def p3(a: float, b: float) -> float:
+    """The core's smooth maximum of math and memory time (roofline._estimate.OVERLAP_NORM = 3)."""
+    return float((a**3 + b**3) ** (1 / 3))
+
+
+@pytest.fixture
+def keys(client: TestClient) -> Iterator[dict[str, str]]:
+    """An upload key, an admin key and a revoked key; every run and key is removed afterwards."""
+    factory = client.app.state.sessionmaker  # type: ignore[attr-defined]
+    with factory() as session:
+        made = {
+            scope: auth.create_key(session, f"test-{scope}", auth.Scope(scope)).key for scope in ("upload", "admin")
+        }
+        revoked = auth.create_key(session, "test-revoked", auth.Scope.upload)
+        auth.revoke_key(session, revoked.prefix)
+        session.commit()
+    yield {**made, "revoked": revoked.key}
+    with factory() as session:
+        session.execute(delete(BenchmarkResult))
+        session.execute(delete(BenchmarkRun))
+        session.execute(delete(Calibration))
+        session.execute(delete(ApiKey))
+        session.commit()
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def elementwise(elements: int, **extra: Any) -> dict[str, Any]:
+    return {"kind": "elementwise", "elements": elements, "dtype": "bf16", **extra}
+
+
+def run_body(results: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "hardware": A100,
+        "host": "node-1",
+        "software": {"cuda": "12.4", "jax": "0.4.35"},
+        "timing_scope": "graph_replay",
+        "results": results,
+        **extra,
+    }
+
+
+def upload(client: TestClient, key: str, body: dict[str, Any], idem: str | None = None) -> Any:
+    headers = bearer(key) | ({"Idempotency-Key": idem} if idem else {})
+    return client.post("/v1/benchmarks", json=body, headers=headers)
+
+
+# --- authentication ---------------------------------------------------------------------------------------------
+
+
+def test_upload_needs_a_live_key(client: TestClient, keys: dict[str, str]) -> None:
+    body = run_body([{"op": elementwise(1000), "median_s": 3e-6}])
+    missing = client.post("/v1/benchmarks", json=body)
+    assert missing.status_code == 401 and missing.json()["error"] == "unauthorized"
+    assert "Bearer" in missing.json()["message"]
+    assert upload(client, "rl_nope_nope", body).status_code == 401
+    revoked = upload(client, keys["revoked"], body)
+    assert revoked.status_code == 401 and "revoked" in revoked.json()["message"]
+    assert upload(client, keys["upload"], body).status_code == 201
+    assert upload(client, keys["admin"], body).status_code == 201  # admin covers upload
+
+
+def test_reads_are_open_by_default(client: TestClient, keys: dict[str, str]) -> None:
+    assert client.get("/v1/benchmarks").status_code == 200
+
+
+def test_reads_can_require_a_key(client: TestClient, keys: dict[str, str]) -> None:
+    client.app.state.settings = client.app.state.settings.model_copy(update={"read_requires_key": True})  # type: ignore[attr-defined]
+    assert client.get("/v1/benchmarks").status_code == 401
+    assert client.get("/v1/benchmarks", headers=bearer(keys["upload"])).status_code == 200
+
+
+# --- upload -----------------------------------------------------------------------------------------------------
+
+
+def test_upload_stores_each_result_with_its_prediction(client: TestClient, keys: dict[str, str]) -> None:
+    # 1e8-element bf16 copy-like op (1 input, 1 output, 1 FLOP per element): 4e8 bytes.
+    # memory 4e8 / (2039e9 · 0.9) = 217.97 µs; math 1e8 / (19.5e12 · 0.8) = 6.41 µs; + 2.5 µs (graph replay).
+    memory_s, compute_s = 4e8 / BW, 1e8 / VECTOR
+    predicted = 2.5e-6 + p3(compute_s, memory_s)
+    assert predicted == pytest.approx(220.475e-6, rel=1e-4)
+    body = run_body(
+        [
+            {"op": elementwise(100_000_000), "median_s": 250e-6, "p10_s": 248e-6, "p90_s": 260e-6, "repeats": 50},
+            {"op": {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096}, "median_s": 5.4e-4},
+        ]
+    )
+    response = upload(client, keys["upload"], body)
+    assert response.status_code == 201, response.text
+    made = response.json()
+    assert made["hardware"] == A100 and made["device"] is None
+    assert (made["results"], made["predicted"], made["calibrated"]) == (2, 2, 0)
+
+    run = client.get(f"/v1/benchmarks/{made['id']}").json()
+    assert run["total"] == 2 and run["software"] == {"cuda": "12.4", "jax": "0.4.35"}
+    first = run["items"][0]
+    assert first["predicted_s"] == pytest.approx(predicted, rel=1e-9)
+    assert first["measured_over_predicted"] == pytest.approx(250e-6 / predicted, rel=1e-9)
+    assert first["flops"] == 1e8 and first["bytes"] == 4e8
+    assert first["arithmetic_intensity"] == pytest.approx(0.25)
+    assert first["achieved_flops_per_s"] == pytest.approx(1e8 / 250e-6)
+    assert (first["p10_s"], first["p90_s"], first["repeats"]) == (248e-6, 260e-6, 50)
+    assert first["op"]["elements"] == 100_000_000 and first["op"]["kind"] == "elementwise"
+
+    # The same matmul through /v1/estimate/op with the same fixed cost gives the stored prediction.
+    estimate = client.post(
+        "/v1/estimate/op",
+        json={"hardware": A100, "op": body["results"][1]["op"], "options": {"launch_overhead_s": 2.5e-6}},
+    ).json()
+    second = run["items"][1]
+    assert second["predicted_s"] == pytest.approx(estimate["time_s"], rel=1e-12)
+    assert second["flops"] == 2 * 4096**3
+
+
+def test_wall_clock_scope_keeps_the_profile_launch_cost(client: TestClient, keys: dict[str, str]) -> None:
+    body = run_body([{"op": elementwise(100_000_000), "median_s": 250e-6}], timing_scope="wall_clock")
+    run_id = upload(client, keys["upload"], body).json()["id"]
+    item = client.get(f"/v1/benchmarks/{run_id}").json()["items"][0]
+    assert item["predicted_s"] == pytest.approx(5e-6 + p3(1e8 / VECTOR, 4e8 / BW), rel=1e-9)
+
+
+def test_a_device_description_maps_to_its_profile(client: TestClient, keys: dict[str, str]) -> None:
+    body = run_body([{"op": elementwise(1000), "median_s": 3e-6}], hardware="NVIDIA A100-SXM4-80GB")
+    made = upload(client, keys["upload"], body).json()
+    assert made["hardware"] == A100 and made["device"] == "NVIDIA A100-SXM4-80GB"
+    unknown = upload(client, keys["upload"], run_body([{"op": elementwise(1), "median_s": 1e-6}], hardware="TPU7x"))
+    assert unknown.status_code == 422 and unknown.json()["detail"][0]["field"] == "body.hardware"
+
+
+def test_collectives_are_stored_without_a_prediction(client: TestClient, keys: dict[str, str]) -> None:
+    op = {"kind": "collective", "collective": "all_reduce", "bytes": 1 << 20, "devices": 8, "dtype": "fp16"}
+    made = upload(client, keys["upload"], run_body([{"op": op, "median_s": 3e-5}])).json()
+    assert (made["results"], made["predicted"]) == (1, 0)
+    item = client.get(f"/v1/benchmarks/{made['id']}").json()["items"][0]
+    assert item["predicted_s"] is None and item["op_kind"] == "collective" and item["dtype"] == "fp16"
+
+
+@pytest.mark.parametrize(
+    ("result", "field"),
+    [
+        ({"op": elementwise(10), "median_s": 0}, "body.results.0.median_s"),
+        ({"op": elementwise(10), "median_s": float("nan")}, "body.results.0.median_s"),
+        ({"op": elementwise(10), "median_s": 2e-6, "p10_s": 3e-6}, "body.results.0.p10_s"),
+        ({"op": elementwise(10), "median_s": 2e-6, "p90_s": 1e-6}, "body.results.0.p90_s"),
+        ({"op": elementwise(0), "median_s": 2e-6}, "body.results.0.op.elementwise.elements"),
+        ({"op": {"kind": "conv"}, "median_s": 2e-6}, "body.results.0.op"),
+        (
+            {"op": {"kind": "matmul", "m": 8, "n": 8, "k": 8, "dtype": "fp8"}, "median_s": 2e-6},
+            "body.results.0.op.dtype",
+        ),
+    ],
+)
+def test_bad_results_are_422_naming_the_field(
+    client: TestClient, keys: dict[str, str], result: dict[str, Any], field: str
+) -> None:
+    response = client.post(
+        "/v1/benchmarks",
+        content=__import__("json").dumps(run_body([result])),
+        headers=bearer(keys["upload"]) | {"content-type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert field in [d["field"] for d in response.json()["detail"]]
+
+
+def test_too_many_results_is_a_422(client: TestClient, keys: dict[str, str]) -> None:
+    body = run_body([{"op": elementwise(10), "median_s": 1e-6}] * 10_001)
+    response = upload(client, keys["upload"], body)
+    assert response.status_code == 422 and response.json()["detail"][0]["field"] == "body.results"
+
+
+# --- idempotency ------------------------------------------------------------------------------------------------
+
+
+def test_idempotency_key_replays_the_first_response(client: TestClient, keys: dict[str, str]) -> None:
+    body = run_body([{"op": elementwise(1000 + i), "median_s": 3e-6} for i in range(3)])
+    first = upload(client, keys["upload"], body, idem="batch-1")
+    again = upload(client, keys["upload"], body, idem="batch-1")
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json() and again.headers["Idempotent-Replayed"] == "true"
+    # The same body with its keys in another order and a default spelled out is the same upload.
+    reordered = {k: body[k] for k in reversed(list(body))}
+    reordered["results"] = copy.deepcopy(body["results"])
+    reordered["results"][0]["repeats"] = 1
+    assert upload(client, keys["upload"], reordered, idem="batch-1").json() == first.json()
+    listed = client.get("/v1/benchmarks").json()
+    assert listed["total"] == 1 and listed["items"][0]["results"] == 3
+
+    changed = copy.deepcopy(body)
+    changed["results"][0]["median_s"] = 4e-6
+    conflict = upload(client, keys["upload"], changed, idem="batch-1")
+    assert conflict.status_code == 409 and conflict.json()["error"] == "conflict"
+    # Keys belong to the API key that used them: another key may use the same string.
+    assert upload(client, keys["admin"], changed, idem="batch-1").status_code == 201
+    assert client.get("/v1/benchmarks").json()["total"] == 2
+
+
+def test_ten_thousand_results_in_one_request(client: TestClient, keys: dict[str, str]) -> None:
+    results = [
+        {"op": {"kind": "matmul", "m": 1 + i % 100, "n": 4096, "k": 1024 * (1 + i // 100 % 4)}, "median_s": 1e-5}
+        for i in range(10_000)
+    ]
+    made = upload(client, keys["upload"], run_body(results), idem="big").json()
+    assert (made["results"], made["predicted"]) == (10_000, 10_000)
+    page = client.get(f"/v1/benchmarks/{made['id']}", params={"limit": 5, "offset": 9_995}).json()
+    assert page["total"] == 10_000 and len(page["items"]) == 5
+    assert page["items"][-1]["op"]["m"] == 100 and page["items"][-1]["op"]["k"] == 4096
+
+
+# --- listing ----------------------------------------------------------------------------------------------------
+
+
+def test_list_filters(client: TestClient, keys: dict[str, str]) -> None:
+    gemm = {"op": {"kind": "matmul", "m": 64, "n": 64, "k": 64, "dtype": "fp16"}, "median_s": 5e-6}
+    a = upload(client, keys["upload"], run_body([gemm])).json()["id"]
+    b = upload(
+        client,
+        keys["upload"],
+        run_body([{"op": elementwise(100), "median_s": 3e-6}], hardware="h100-sxm", software={"jax": "0.4.30"}),
+    ).json()["id"]
+
+    def ids(**params: Any) -> list[int]:
+        response = client.get("/v1/benchmarks", params=params)
+        assert response.status_code == 200, response.text
+        return [item["id"] for item in response.json()["items"]]
+
+    assert ids() == [b, a]  # newest first
+    assert ids(hardware=A100) == [a]
+    assert ids(op_kind="matmul") == [a] and ids(op_kind="elementwise") == [b]
+    assert ids(dtype="fp16") == [a] and ids(dtype="bf16") == [b]
+    assert ids(software="jax=0.4.30") == [b] and ids(software="jax") == [b, a] and ids(software="cuda") == [a]
+    assert ids(timing_scope="graph_replay") == [b, a] and ids(timing_scope="kernel") == []
+    created = client.get(f"/v1/benchmarks/{a}").json()["created_at"]
+    assert ids(since="2000-01-01T00:00:00Z") == [b, a] and ids(until="2000-01-01T00:00:00Z") == []
+    assert a in ids(since=created)
+    assert client.get("/v1/benchmarks", params={"limit": 1}).json() | {"items": None} == {
+        "items": None, "total": 2, "limit": 1, "offset": 0,
+    }  # fmt: skip
+    listed = client.get("/v1/benchmarks").json()["items"][1]
+    assert listed["api_key"] == "test-upload" and listed["timing_scope"] == "graph_replay"
+
+
+def test_unknown_run_is_404(client: TestClient, keys: dict[str, str]) -> None:
+    response = client.get("/v1/benchmarks/999999")
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
+
+
+# --- device resolution ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("device", "slug"),
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
+        ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
+        ("TPU v4", "tpu-v4"),
+        ("TPU v5 lite", "tpu-v5e"),
+        ("TPU v5", "tpu-v5p"),
+        ("TPU v6 lite", "tpu-v6e"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("NVIDIA L4", "l4"),
+        ("cpu", "cpu-generic"),
+        ("Intel(R) Xeon(R) CPU @ 2.20GHz", "cpu-generic"),
+        ("h200-sxm", "h200-sxm"),
+        ("nvidia a100 sxm4 80gb", "a100-sxm-80gb"),
+    ],
+)
+def test_resolve_device(client: TestClient, device: str, slug: str) -> None:
+    response = client.get("/v1/hardware/resolve", params={"device": device})
+    assert response.status_code == 200, response.text
+    assert response.json()["slug"] == slug
+
+
+def test_resolve_unknown_device_is_404(client: TestClient) -> None:
+    response = client.get("/v1/hardware/resolve", params={"device": "TPU7x"})
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
+    assert client.get("/v1/hardware/resolve").status_code == 422
