@@ -6,11 +6,13 @@ Results that differ only in their sizes share a template (kind, dtype, flags); e
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import BaseModel
 
 import roofline
 from schemas.benchmarks import Collective, TimingScope
@@ -55,24 +57,50 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _numeric_annotation(annotation: Any) -> bool:
+    """int or float, or an optional one (attention's kv_heads); bool is not a size."""
+    if annotation in (int, float):
+        return True
+    args = get_args(annotation)
+    return bool(args) and all(a in (int, float, type(None)) for a in args) and type(None) in args
+
+
+@functools.cache
+def _fields(cls: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """A leaf op class's size fields (always numbers), optional size fields (a number or unset) and the rest."""
+    sizes, optional, others = [], [], []
+    for name, info in cls.model_fields.items():
+        if info.annotation in (int, float):
+            sizes.append(name)
+        elif _numeric_annotation(info.annotation):
+            optional.append(name)
+        else:
+            others.append(name)
+    return tuple(sizes), tuple(optional), tuple(others)
+
+
 def _freeze(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return tuple(_freeze(v) for v in value)
     return value
 
 
-def template_key(op: Any) -> tuple[Any, ...]:
-    """What must be equal for two ops to share one vectorised call: the kind, every non-numeric field, and which
-    optional numeric fields are unset (attention's kv_heads)."""
-    fields = type(op).model_fields
+def template_key(op: BaseModel) -> tuple[Any, ...]:
+    """What must be equal for two ops to share one vectorised call: the kind, every non-size field, and which
+    optional size fields are unset (attention's kv_heads)."""
+    cls = type(op)
+    _, optional, others = _fields(cls)
+    values = op.__dict__
     return (
-        type(op).__name__,
-        *((name, _freeze(getattr(op, name))) for name in fields if not _is_number(getattr(op, name))),
+        cls,
+        *(_freeze(values[name]) for name in others),
+        *(values[name] is None for name in optional),
     )
 
 
-def numeric_fields(op: Any) -> list[str]:
-    return [name for name in type(op).model_fields if _is_number(getattr(op, name))]
+def numeric_fields(op: BaseModel) -> list[str]:
+    sizes, optional, _ = _fields(type(op))
+    return [*sizes, *(name for name in optional if getattr(op, name) is not None)]
 
 
 def predict(hw: roofline.Hardware, ops: list[Any], where: str = "body.results") -> Predictions:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, exists, func, insert, select
+import pydantic_core
+from sqlalchemy import Select, Table, exists, func, insert, select
 from sqlalchemy.orm import Session
 
 from service.orm import ApiKey, BenchmarkResult, BenchmarkRun
@@ -22,6 +23,10 @@ class RunFilters:
     timing_scope: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+
+RESULTS = BenchmarkResult.__table__
+assert isinstance(RESULTS, Table)
 
 
 class BenchmarkRepository:
@@ -40,10 +45,23 @@ class BenchmarkRepository:
         self.session.add(run)
         self.session.flush()
 
-    def add_results(self, rows: list[dict[str, Any]]) -> None:
-        # Core executemany: SQLAlchemy batches it into multi-row INSERTs ("insertmanyvalues"); no ORM objects.
-        if rows:
-            self.session.execute(insert(BenchmarkResult), rows)
+    def add_results(self, columns: dict[str, list[Any]]) -> None:
+        """Insert result rows, given column by column, in the session's transaction: COPY on PostgreSQL (10 000
+        rows in tens of milliseconds), a Core executemany elsewhere; never one ORM object per row."""
+        names = list(columns)
+        connection = self.session.connection()
+        if connection.dialect.name != "postgresql":
+            rows = [dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+            if rows:
+                connection.execute(insert(RESULTS), rows)
+            return
+        # COPY's text format takes a JSON document as its text.
+        columns = {**columns, "op": [pydantic_core.to_json(doc).decode() for doc in columns["op"]]}
+        raw = connection.connection.dbapi_connection
+        assert raw is not None
+        with raw.cursor() as cursor, cursor.copy(f"COPY {RESULTS.name} ({', '.join(names)}) FROM STDIN") as copy:
+            for row in zip(*columns.values(), strict=True):
+                copy.write_row(row)
 
     def key_names(self, ids: set[int]) -> dict[int, str]:
         if not ids:

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from pydantic import TypeAdapter
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
@@ -34,6 +35,15 @@ from service.errors import Conflict, NotFound, Unprocessable, validation_message
 from service.orm import BenchmarkResult, BenchmarkRun, utcnow
 
 _OPS: TypeAdapter[list[ResultOp]] = TypeAdapter(list[ResultOp])
+
+
+def _nullable(values: NDArray[np.float64]) -> list[float | None]:
+    """NaN (no prediction) is NULL."""
+    out: list[float | None] = values.tolist()
+    if not np.all(np.isfinite(values)):
+        for i in np.flatnonzero(~np.isfinite(values)).tolist():
+            out[i] = None
+    return out
 
 
 def _finite(value: float) -> float | None:
@@ -148,36 +158,27 @@ def create_run(
         return _replay(existing, digest, idempotency_key), True
 
     docs = _OPS.dump_python(ops, mode="json")
-    columns = {
-        "predicted_s": preds.time_s.tolist(),
-        "predicted_overhead_s": preds.overhead_s.tolist(),
-        "measured_over_predicted": ratio.tolist(),
-        "flops": preds.flops.tolist(),
-        "bytes": preds.bytes.tolist(),
-        "calibrated_s": calibrated.tolist(),
+    has_calibration = np.isfinite(calibrated)
+    n = len(ops)
+    columns: dict[str, list[Any]] = {
+        "run_id": [run_id] * n,
+        "op_kind": [doc["kind"] for doc in docs],
+        "dtype": [op_dtype(op) for op in ops],
+        "op": docs,
+        "median_s": measured.tolist(),
+        "p10_s": [r.p10_s for r in body.results],
+        "p90_s": [r.p90_s for r in body.results],
+        "repeats": [r.repeats for r in body.results],
+        "predicted_s": _nullable(preds.time_s),
+        "predicted_overhead_s": _nullable(preds.overhead_s),
+        "measured_over_predicted": _nullable(ratio),
+        "flops": _nullable(preds.flops),
+        "bytes": _nullable(preds.bytes),
+        "calibrated_s": _nullable(calibrated),
+        "calibration_id": np.where(has_calibration, calibration_id or 0, 0).tolist(),
     }
-    names = list(columns)
-    rows = []
-    for i, (result, doc, values) in enumerate(
-        zip(body.results, docs, zip(*columns.values(), strict=True), strict=True)
-    ):
-        row = {
-            "run_id": run_id,
-            "op_kind": doc["kind"],
-            "dtype": op_dtype(ops[i]),
-            "op": doc,
-            "median_s": result.median_s,
-            "p10_s": result.p10_s,
-            "p90_s": result.p90_s,
-            "repeats": result.repeats,
-            "calibration_id": calibration_id,
-        }
-        for name, value in zip(names, values, strict=True):
-            row[name] = value if math.isfinite(value) else None
-        if row["calibrated_s"] is None:
-            row["calibration_id"] = None
-        rows.append(row)
-    repo.add_results(rows)
+    columns["calibration_id"] = [c or None for c in columns["calibration_id"]]
+    repo.add_results(columns)
     run = repo.run(run_id)
     assert run is not None
     return created(run), False

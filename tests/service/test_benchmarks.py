@@ -8,15 +8,23 @@ floor (service/benchmarks/predict.py, KERNEL_FLOOR_S).
 from __future__ import annotations
 
 import copy
+import json
+import os
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import delete
+from sqlalchemy import delete, func, select
 
-from service import auth
+from service import auth, migrate
+from service.db import make_engine, make_sessionmaker
 from service.orm import ApiKey, BenchmarkResult, BenchmarkRun, Calibration
+from tests.conftest import LiveServer, PostgresSchema, free_port, ridgeline_command
 
 A100 = "a100-sxm-80gb"
 BW = 2039e9 * 0.90
@@ -182,7 +190,7 @@ def test_bad_results_are_422_naming_the_field(
 ) -> None:
     response = client.post(
         "/v1/benchmarks",
-        content=__import__("json").dumps(run_body([result])),
+        content=json.dumps(run_body([result])),
         headers=bearer(keys["upload"]) | {"content-type": "application/json"},
     )
     assert response.status_code == 422, response.text
@@ -304,3 +312,59 @@ def test_resolve_unknown_device_is_404(client: TestClient) -> None:
     response = client.get("/v1/hardware/resolve", params={"device": "TPU7x"})
     assert response.status_code == 404 and response.json()["error"] == "not_found"
     assert client.get("/v1/hardware/resolve").status_code == 422
+
+
+# --- concurrency ------------------------------------------------------------------------------------------------
+
+
+def test_concurrent_uploads_and_retries_store_each_result_once(tmp_path: Path) -> None:
+    """20 clients upload at once against `ridgeline serve` on PostgreSQL; 8 of the uploads are sent three times
+    each, at the same moment, with the same Idempotency-Key. Every result must be stored exactly once."""
+    schema = PostgresSchema()
+    try:
+        migrate.upgrade(schema.url)
+        engine = make_engine(schema.url)
+        with make_sessionmaker(engine)() as session:
+            key = auth.create_key(session, "concurrency", auth.Scope.upload).key
+            session.commit()
+        port = free_port()
+        env = {**os.environ, "RIDGELINE_DATABASE_URL": schema.url}
+        server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
+        server.wait_healthy()
+        try:
+            uploads = [
+                (
+                    f"upload-{u}",
+                    run_body([{"op": elementwise(1000 * (u + 1) + i), "median_s": 1e-5} for i in range(50)]),
+                )
+                for u in range(20)
+            ]
+            sends = [(idem, body) for idem, body in uploads] + [(idem, body) for idem, body in uploads[:8]] * 2
+            barrier = threading.Barrier(len(sends))
+
+            def send(item: tuple[str, dict[str, Any]]) -> tuple[int, int]:
+                idem, body = item
+                barrier.wait()
+                response = httpx.post(
+                    f"{server.url}/v1/benchmarks",
+                    json=body,
+                    headers=bearer(key) | {"Idempotency-Key": idem},
+                    timeout=60,
+                )
+                return response.status_code, response.json()["id"]
+
+            with ThreadPoolExecutor(max_workers=len(sends)) as pool:
+                answers = list(pool.map(send, sends))
+        finally:
+            server.stop()
+        assert {status for status, _ in answers} == {201}
+        by_key: dict[str, set[int]] = {}
+        for (idem, _), (_, run_id) in zip(sends, answers, strict=True):
+            by_key.setdefault(idem, set()).add(run_id)
+        assert all(len(ids) == 1 for ids in by_key.values())  # every retry got the first upload's run
+        with engine.connect() as conn:
+            assert conn.scalar(select(func.count()).select_from(BenchmarkRun)) == 20
+            assert conn.scalar(select(func.count()).select_from(BenchmarkResult)) == 20 * 50
+        engine.dispose()
+    finally:
+        schema.drop()
