@@ -255,7 +255,14 @@ def vidur(root: Path) -> list[Group]:
                     "vidur", "gemm", [Part(mm, {"m": t, "n": nn, "k": kk})], measured(name), _tag(labels, name), "vidur"
                 )
             )
-        norm: Op = LayerNorm(rows=1, cols=1, dtype="fp16") if parallel_block else RmsNorm(rows=1, cols=1, dtype="fp16")
+        # Sarathi-Serve's own CUDA kernels (rms_norm, rotary_embedding, silu_and_mul, from vLLM) load one element per
+        # thread per loop trip; so does PyTorch's index_select behind the embedding. Phi-2's LayerNorm and GELU and
+        # the residual add are PyTorch's vectorized kernels.
+        norm: Op = (
+            LayerNorm(rows=1, cols=1, dtype="fp16")
+            if parallel_block
+            else RmsNorm(rows=1, cols=1, dtype="fp16", memory_access="scalar")
+        )
         family = "layernorm" if parallel_block else "rmsnorm"
         norms = ["input_layernorm"] + ([] if parallel_block else ["post_attention_layernorm"])
         for name in norms:
@@ -265,7 +272,7 @@ def vidur(root: Path) -> list[Group]:
                     "vidur",
                 )
             )  # fmt: skip
-        rope = Rotary(tokens=1, heads=1, head_dim=1, dtype="fp16")
+        rope = Rotary(tokens=1, heads=1, head_dim=1, dtype="fp16", memory_access="scalar")
         groups.append(
             Group(
                 "vidur", "rope",
@@ -273,7 +280,11 @@ def vidur(root: Path) -> list[Group]:
                 measured("attn_rope"), _tag(labels, "attn_rope"), "vidur",
             )
         )  # fmt: skip
-        act = Activation(elements=1, function="swiglu" if gated[0] else "gelu_tanh", dtype="fp16")
+        act = (
+            Activation(elements=1, function="swiglu", dtype="fp16", memory_access="scalar")
+            if gated[0]
+            else Activation(elements=1, function="gelu_tanh", dtype="fp16")
+        )
         groups.append(
             Group(
                 "vidur", "activation", [Part(act, {"elements": t * ffn / tp})], measured("mlp_act"),
@@ -288,7 +299,7 @@ def vidur(root: Path) -> list[Group]:
                 measured("add"), _tag(labels, "add"), "vidur",
             )
         )  # fmt: skip
-        emb = Embedding(tokens=1, hidden=1, vocab=1, dtype="fp16")
+        emb = Embedding(tokens=1, hidden=1, vocab=1, dtype="fp16", memory_access="scalar")
         groups.append(
             Group(
                 "vidur", "embedding", [Part(emb, {"tokens": t, "hidden": hidden, "vocab": vocab / tp})],

@@ -3,6 +3,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+from numpy.typing import NDArray
+
+Array = NDArray[np.float64]
+
 # Bytes per element of each storage type. tf32 is stored as fp32; int4/fp4 pack two to a byte.
 DTYPE_BYTES: Mapping[str, float] = {
     "fp64": 8.0, "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5,
@@ -39,6 +44,9 @@ class Hardware:
     tiles: tuple[tuple[int, int], ...] = ((128, 128),)
     concurrent_tiles_per_unit: int = 1
     alignment_bytes: int = 16
+    memory_latency_s: float | None = None  # loaded device-memory latency; None: no memory-parallelism limit
+    threads_per_unit: int | None = None  # resident threads per compute unit (CUDA: max threads per SM)
+    architecture: str | None = None  # instruction-set generation, e.g. "sm_80", for per-architecture costs
     extra: Mapping[str, float] = field(default_factory=dict)
 
     def matrix_peak(self, dtype: str) -> tuple[float, str]:
@@ -62,3 +70,15 @@ class Hardware:
     def on_chip_bytes(self) -> float:
         """Everything that can hold an intermediate without a round trip to device memory: cache + local memories."""
         return self.cache_bytes + self.units * self.local_bytes_per_unit
+
+    def parallel_bandwidth(self, threads: Array, access_bytes: float, dependent_loads: float = 1.0) -> Array:
+        """Device-memory bandwidth that `threads` threads can sustain when each keeps one `access_bytes` load in
+        flight (Little's law: bytes in flight = bandwidth × latency; Volkov, "Understanding Latency Hiding on GPUs",
+        PhD thesis, UC Berkeley 2016). `dependent_loads` loads in series (an index, then the row it points to)
+        divide it. Infinite when the profile gives no latency or thread count (TPUs, CPUs): no limit is modelled.
+        """
+        if self.memory_latency_s is None or self.threads_per_unit is None:
+            return np.full(np.shape(threads), np.inf)
+        resident = np.minimum(np.asarray(threads, dtype=np.float64), self.units * self.threads_per_unit)
+        out: Array = resident * access_bytes / (self.memory_latency_s * dependent_loads)
+        return out

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,10 @@ class Kernel:
     # fill and output store per wave (`roofline._ops.K_STEP`). It adds to the compute timeline, not to memory time.
     exposed_s: Array = field(default_factory=lambda: np.zeros(()))
     launches: Array = field(default_factory=lambda: np.ones(()))  # a split-K matmul is 2: the product, the sum
+    # How a streaming kernel loads (`roofline._ops.MEMORY_ACCESS`): every thread keeps one load of `access_bytes`
+    # in flight, `dependent_loads` in series. None: tiled kernels (matmul, attention) that stage their loads.
+    access_bytes: float | None = None
+    dependent_loads: float = 1.0
     extra: dict[str, Array] = field(default_factory=dict)
     assumptions: dict[str, object] = field(default_factory=dict)
 
@@ -48,6 +53,22 @@ class Kernel:
         sfu_rate = hw.special_function_ops_per_s or dtype_vector_peak / 4.0
         sfu_s = self.sfu_ops / (sfu_rate * hw.eff_vector)
         out: Array = np.maximum(self.matrix_s, np.maximum(vector_s, sfu_s))
+        return out
+
+    def memory_s(self, hw: Hardware, moved: Array) -> Array:
+        """Time to move `moved` bytes: at the achievable peak bandwidth, or slower when a streaming kernel keeps too
+        few bytes in flight to cover the memory latency (`Hardware.parallel_bandwidth` over every resident thread),
+        and never less than one round trip (the loads in series) of that latency."""
+        bw = hw.memory_bytes_per_s * hw.eff_memory
+        if self.access_bytes is None:
+            out: Array = moved / bw
+            return out
+        resident = hw.units * (hw.threads_per_unit or 0)
+        limit = np.minimum(
+            bw, hw.parallel_bandwidth(np.asarray(float(resident)), self.access_bytes, self.dependent_loads)
+        )
+        floor = (hw.memory_latency_s or 0.0) * self.dependent_loads
+        out = np.maximum(moved / limit, np.where(moved > 0, floor, 0.0))
         return out
 
 
@@ -69,12 +90,11 @@ def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s
     math and memory time, never less than math plus the waits a tiled kernel cannot hide. `compute_s` reports
     the math alone and `overhead_s` the fixed costs.
     """
-    bw = hw.memory_bytes_per_s * hw.eff_memory
     shape = np.broadcast_shapes(*(np.shape(k.flops) for k in kernels), *(np.shape(k.out_bytes) for k in kernels))
     total = {name: np.zeros(shape) for name in ("flops", "bytes", "compute", "memory", "overhead", "time")}
     for k in kernels:
         moved = k.external_in_bytes + k.chained_in_bytes + k.out_bytes
-        c, m = k.compute_s(hw, vector_peak), moved / bw
+        c, m = k.compute_s(hw, vector_peak), k.memory_s(hw, moved)
         total["flops"] = total["flops"] + k.flops
         total["bytes"] = total["bytes"] + moved
         total["compute"] = total["compute"] + c
@@ -127,14 +147,81 @@ def fuse(kernels: Sequence[Kernel], hw: Hardware) -> Kernel:
         unit=main.unit,
         extra=extra,
         assumptions=assumptions,
+        **_fused_access(kernels),
     )
 
 
-def chain(ops: Sequence[Sequence[Kernel]], hw: Hardware, fused: bool, vector_peak: float, launch_s: float) -> Estimate:
+def _fused_access(kernels: Sequence[Kernel]) -> dict[str, Any]:
+    """A fused kernel loads like its members: if they are all memory-bound streams, as the narrowest of them
+    (the fused loop runs at the pace of its slowest load); if any is tiled (a matmul), as a tiled kernel."""
+    if any(k.access_bytes is None for k in kernels):
+        return {}
+    narrow = min(kernels, key=lambda k: (k.access_bytes or 0.0) / k.dependent_loads)
+    return {"access_bytes": narrow.access_bytes, "dependent_loads": narrow.dependent_loads}
+
+
+# Backward FLOPs of an elementwise op: about twice its forward (the local derivative and the chain-rule product),
+# the usual training estimate (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", C ≈ 6N: backward 2×
+# forward).
+BACKWARD_FLOPS = 2.0
+
+
+def _backward(kernels: Sequence[Kernel], hw: Hardware, fused: bool, saved: str) -> list[Kernel]:
+    """The forward and backward kernels of an elementwise chain trained through, with its intermediates either
+    stored in the forward pass and reloaded (`saved` = "store") or recomputed from the chain's inputs in the backward
+    kernel ("recompute"; seed 002's three sigmoids: 8 accesses stored, 5 recomputed).
+
+    Forward: reads the inputs, writes the output (and, stored, every intermediate). Backward: reads the incoming
+    gradient (the output's size) and the intermediates (stored) or the inputs again (recomputed), writes one gradient
+    per input. Unfused (stored only), each op's backward kernel reads its output's gradient and its saved input and
+    writes its input's gradient.
+    """
+    if any(k.access_bytes is None for k in kernels):
+        raise ValueError("backward is modelled for chains of elementwise ops (no matmul or attention)")
+    inputs = kernels[0].external_in_bytes + kernels[0].chained_in_bytes
+    for k in kernels[1:]:
+        inputs = inputs + k.external_in_bytes
+    forward_flops = sum((k.flops for k in kernels), start=np.zeros(()))
+    if not fused:
+        if saved != "store":
+            raise ValueError("recompute needs a fused chain: unfused kernels keep nothing on chip to recompute from")
+        grads: list[Kernel] = []
+        for k in kernels:
+            grad_in = k.external_in_bytes + k.chained_in_bytes
+            grads.append(replace(
+                k, flops=BACKWARD_FLOPS * k.flops, vector_flops=BACKWARD_FLOPS * k.vector_flops,
+                external_in_bytes=k.out_bytes + grad_in, chained_in_bytes=np.zeros(()), out_bytes=grad_in,
+                extra={}, assumptions={},
+            ))  # fmt: skip
+        return [*kernels, *reversed(grads)]
+    forward = fuse(kernels, hw)
+    intermediates = sum((k.out_bytes for k in kernels[:-1]), start=np.zeros(()))
+    store = saved == "store"
+    if store:
+        forward.out_bytes = forward.out_bytes + intermediates
+    grad_flops = BACKWARD_FLOPS * forward_flops + (0.0 if store else forward_flops)
+    backward = replace(
+        forward, flops=grad_flops, vector_flops=grad_flops, sfu_ops=forward.sfu_ops * (0.0 if store else 1.0),
+        external_in_bytes=kernels[-1].out_bytes + (intermediates if store else inputs), chained_in_bytes=np.zeros(()),
+        out_bytes=inputs, extra={}, assumptions={},
+    )  # fmt: skip
+    forward.assumptions = {**forward.assumptions, "backward": saved}
+    return [forward, backward]
+
+
+def chain(
+    ops: Sequence[Sequence[Kernel]],
+    hw: Hardware,
+    fused: bool,
+    vector_peak: float,
+    launch_s: float,
+    backward: str | None = None,
+) -> Estimate:
     """Ops one after another, each consuming the previous op's output.
 
     A matmul consumes it as whichever operand has its size (A: b·m·k, B: b·k·n); other ops as their first input.
     Fused: one kernel (`fuse`). Unfused: every kernel reads its inputs from and writes its output to device memory.
+    `backward` ("store" | "recompute") adds the training backward pass of an elementwise chain (`_backward`).
     """
     kernels: list[Kernel] = list(ops[0])
     for index, op in enumerate(ops[1:], start=1):
@@ -151,6 +238,8 @@ def chain(ops: Sequence[Sequence[Kernel]], hw: Hardware, fused: bool, vector_pea
                     f"ops[{index}]: neither operand of this matmul has the size of the previous op's output"
                 )
         kernels.extend(op)
+    if backward is not None:
+        return single(_backward(kernels, hw, fused, backward), hw, vector_peak, launch_s)
     if fused:
         return single([fuse(kernels, hw)], hw, vector_peak, launch_s)
     return single(kernels, hw, vector_peak, launch_s)

@@ -5,9 +5,12 @@ Every function takes sizes as arrays (or scalars) that broadcast together and re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import NDArray
 
+from roofline._alu import alu_cost
 from roofline._estimate import Array
 from roofline._hardware import Hardware, dtype_bytes
 from roofline._kernels import Kernel, arr
@@ -62,6 +65,15 @@ EPILOGUES: dict[str, tuple[int, float, float]] = {
     "sigmoid": (0, 3.0, 1.0),
     "residual": (1, 1.0, 0.0),
 }
+
+
+# How a memory-bound kernel loads device memory: bytes per load per thread. A streaming kernel keeps about one load
+# per thread in flight, so it reaches the bandwidth Little's law allows (`Hardware.parallel_bandwidth`).
+# "vectorized": 128-bit loads (CUDA C++ Best Practices Guide, coalesced and vectorized access; PyTorch's and
+# Triton's elementwise kernels), which saturate HBM once a few SMs' worth of threads run; "scalar": one element per
+# load, as simple hand-written kernels do (vLLM/Sarathi's rms_norm, silu_and_mul and rotary kernels index one
+# element per thread per loop trip; PyTorch's index_select behind an embedding lookup).
+MEMORY_ACCESS: dict[str, float | None] = {"vectorized": 16.0, "scalar": None}  # None: the element size
 
 
 def _aligned(dim: Array, elem_bytes: float, alignment_bytes: int) -> NDArray[np.bool_]:
@@ -160,7 +172,9 @@ def matmul(
             main.sfu_ops = main.sfu_ops + tpe * out_elems
             main.external_in_bytes = main.external_in_bytes + extra_in
         else:
-            kernels.append(_elementwise_kernel(hw, out_elems, fpe, tpe, extra_in, s_out * out_elems, s_out * out_elems))
+            kernels.append(
+                _elementwise_kernel(hw, out_elems, fpe, tpe, extra_in, s_out * out_elems, s_out * out_elems, s_out)
+            )
     return kernels
 
 
@@ -172,9 +186,21 @@ def _elementwise_kernel(
     external: Array | float,
     chained: Array | float,
     out: Array | float,
+    element_bytes: float = 2.0,
+    access: str = "vectorized",
+    dependent_loads: float = 1.0,
+    streams: float = 1.0,
 ) -> Kernel:
+    """A memory-bound kernel over `elements`. Scalar access keeps one load per input stream in flight per thread
+    (`streams`: a gated activation's gate and up, rotary's pair of elements, issued before either is used)."""
     flops = arr(fpe) * elements
+    try:
+        width = MEMORY_ACCESS[access] or element_bytes * streams
+    except KeyError:
+        raise ValueError(f"unknown memory access {access!r}; known: {', '.join(MEMORY_ACCESS)}") from None
     return Kernel(
+        access_bytes=width,
+        dependent_loads=dependent_loads,
         flops=flops,
         matrix_s=np.zeros(()),
         vector_flops=flops,
@@ -196,77 +222,103 @@ def elementwise(
     transcendentals_per_element: Array | float = 0.0,
     dtype: str = "bf16",
     chained_inputs: Array | float = 1,
+    access: str = "vectorized",
+    functions: Sequence[str] = (),
 ) -> list[Kernel]:
     """y = f(x₁ … xᵢ) over `elements`: reads inputs, writes outputs, once each.
 
     Inside a chain, `chained_inputs` of the inputs are the outputs of earlier ops (or re-reads of the chain's input)
-    and stay on chip when the chain is fused.
+    and stay on chip when the chain is fused. `functions` (exp, tanh, sin …, each applied once per element) add
+    XLA's measured ALU cost per element on this device's architecture (`roofline._alu`) to `flops_per_element`.
     """
     e, s = arr(elements), dtype_bytes(dtype)
     ins = arr(inputs)
     chained = np.minimum(arr(chained_inputs), ins)
-    return [
-        _elementwise_kernel(
-            hw, e, flops_per_element, transcendentals_per_element, s * e * (ins - chained), s * e * chained,
-            s * e * arr(outputs),
-        )
-    ]  # fmt: skip
+    costs = [alu_cost(fn, dtype, hw.architecture) for fn in functions]
+    fpe = arr(flops_per_element) + sum(cost for cost, _ in costs)
+    kernel = _elementwise_kernel(
+        hw,
+        e,
+        fpe,
+        transcendentals_per_element,
+        s * e * (ins - chained),
+        s * e * chained,
+        s * e * arr(outputs),
+        s,
+        access,
+    )
+    if costs:
+        kernel.assumptions["alu_costs"] = [source for _, source in costs]
+    return [kernel]
 
 
-def activation(hw: Hardware, elements: Array, function: str, dtype: str = "bf16") -> list[Kernel]:
+def activation(
+    hw: Hardware, elements: Array, function: str, dtype: str = "bf16", access: str = "vectorized"
+) -> list[Kernel]:
     """relu, gelu, silu, sigmoid, tanh, or a gated pair (swiglu, geglu: two inputs, one output)."""
     inputs, fpe, tpe = ACTIVATIONS[function]
-    return elementwise(hw, elements, inputs, 1, fpe, tpe, dtype)
+    e, s = arr(elements), dtype_bytes(dtype)
+    return [_elementwise_kernel(hw, e, fpe, tpe, s * e * (inputs - 1), s * e, s * e, s, access, streams=inputs)]
 
 
-def reduction(hw: Hardware, rows: Array, cols: Array, dtype: str = "bf16") -> list[Kernel]:
+def reduction(hw: Hardware, rows: Array, cols: Array, dtype: str = "bf16", access: str = "vectorized") -> list[Kernel]:
     """Sum (or max) over the last axis: reads rows·cols, writes rows."""
     r, c, s = arr(rows), arr(cols), dtype_bytes(dtype)
-    return [_elementwise_kernel(hw, r * c, 1.0, 0.0, 0.0, s * r * c, s * r)]
+    return [_elementwise_kernel(hw, r * c, 1.0, 0.0, 0.0, s * r * c, s * r, s, access)]
 
 
-def softmax(hw: Hardware, rows: Array, cols: Array, dtype: str = "bf16", online: bool = True) -> list[Kernel]:
+def softmax(
+    hw: Hardware, rows: Array, cols: Array, dtype: str = "bf16", online: bool = True, access: str = "vectorized"
+) -> list[Kernel]:
     """Softmax over the last axis. Online (Milakov & Gimelshein 2018): one read pass computing the running max and
     sum, one normalising pass over the row held on chip; multi-pass: max, then exp-sum, then normalise, each
     reading the input from device memory (3 reads, 1 write)."""
     r, c, s = arr(rows), arr(cols), dtype_bytes(dtype)
     reads = 1.0 if online else 3.0
     tpe = 1.0 if online else 2.0  # the multi-pass form computes exp in the sum pass and again when normalising
-    return [_elementwise_kernel(hw, r * c, 5.0, tpe, s * r * c * (reads - 1), s * r * c, s * r * c)]
+    return [_elementwise_kernel(hw, r * c, 5.0, tpe, s * r * c * (reads - 1), s * r * c, s * r * c, s, access)]
 
 
-def layernorm(hw: Hardware, rows: Array, cols: Array, dtype: str = "bf16", rms: bool = False) -> list[Kernel]:
+def layernorm(
+    hw: Hardware, rows: Array, cols: Array, dtype: str = "bf16", rms: bool = False, access: str = "vectorized"
+) -> list[Kernel]:
     """Layer norm (Ba et al. 2016) or RMS norm (Zhang & Sennrich 2019), fused: read x once, write y once, plus
     the scale (and shift) vectors; statistics in fp32 on chip."""
     r, c, s = arr(rows), arr(cols), dtype_bytes(dtype)
     params = (1.0 if rms else 2.0) * s * c
     fpe = 4.0 if rms else 8.0
-    kernel = _elementwise_kernel(hw, r * c, fpe, 0.0, params, s * r * c, s * r * c)
+    kernel = _elementwise_kernel(hw, r * c, fpe, 0.0, params, s * r * c, s * r * c, s, access)
     kernel.sfu_ops = r  # one rsqrt per row
     return [kernel]
 
 
-def rotary(hw: Hardware, tokens: Array, heads: Array, head_dim: Array, dtype: str = "bf16") -> list[Kernel]:
+def rotary(
+    hw: Hardware, tokens: Array, heads: Array, head_dim: Array, dtype: str = "bf16", access: str = "vectorized"
+) -> list[Kernel]:
     """Rotary position embedding (Su et al. 2021) on one tensor of tokens × heads × head_dim: each pair of
     elements is rotated (4 multiplies, 2 adds per pair = 3 FLOPs per element); cos/sin tables are read once."""
     t, h, d, s = arr(tokens), arr(heads), arr(head_dim), dtype_bytes(dtype)
     elements = t * h * d
     tables = 2.0 * s * t * d / 2.0
-    return [_elementwise_kernel(hw, elements, 3.0, 0.0, tables, s * elements, s * elements)]
+    return [_elementwise_kernel(hw, elements, 3.0, 0.0, tables, s * elements, s * elements, s, access, streams=2.0)]
 
 
-def embedding(hw: Hardware, tokens: Array, hidden: Array, vocab: Array, dtype: str = "bf16") -> list[Kernel]:
+def embedding(
+    hw: Hardware, tokens: Array, hidden: Array, vocab: Array, dtype: str = "bf16", access: str = "vectorized"
+) -> list[Kernel]:
     """Gather `tokens` rows of a vocab × hidden table: reads the rows it needs (never the whole table) and the
-    int32 token ids, writes tokens × hidden. No math."""
+    int32 token ids, writes tokens × hidden. No math. Each row load waits for its token id: two loads in series."""
     t, h, s = arr(tokens), arr(hidden), dtype_bytes(dtype)
     _ = vocab  # the table size does not move bytes; rows are gathered
-    return [_elementwise_kernel(hw, t * h, 0.0, 0.0, 4.0 * t, s * t * h, s * t * h)]
+    return [_elementwise_kernel(hw, t * h, 0.0, 0.0, 4.0 * t, s * t * h, s * t * h, s, access, dependent_loads=2.0)]
 
 
-def cross_entropy(hw: Hardware, tokens: Array, vocab: Array, dtype: str = "bf16") -> list[Kernel]:
+def cross_entropy(
+    hw: Hardware, tokens: Array, vocab: Array, dtype: str = "bf16", access: str = "vectorized"
+) -> list[Kernel]:
     """Loss from logits [tokens, vocab] with an online log-sum-exp: one read of the logits, fp32 loss per token."""
     t, v, s = arr(tokens), arr(vocab), dtype_bytes(dtype)
-    return [_elementwise_kernel(hw, t * v, 4.0, 1.0, 4.0 * t, s * t * v, 4.0 * t)]
+    return [_elementwise_kernel(hw, t * v, 4.0, 1.0, 4.0 * t, s * t * v, 4.0 * t, s, access)]
 
 
 def causal_pairs(q_len: Array, kv_len: Array) -> Array:

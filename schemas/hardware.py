@@ -89,6 +89,16 @@ class Compute(InputModel):
     special_function_ops_per_s: PositiveFloat | None = Field(
         default=None, description="Transcendental (exp, sin, rsqrt) results per second on the special-function units."
     )
+    architecture: ShortText | None = Field(
+        default=None,
+        description="Instruction-set generation, e.g. sm_80 (CUDA compute capability 8.0): selects per-architecture "
+        "measured costs such as XLA's elementwise ALU costs.",
+    )
+    threads_per_unit: PositiveInt | None = Field(
+        default=None,
+        description="Resident threads per compute unit (CUDA: maximum threads per SM); with the device memory's "
+        "latency it bounds the bandwidth a kernel with few bytes in flight per thread reaches (Little's law).",
+    )
 
     @model_validator(mode="after")
     def _matrix_unit_needs_a_peak(self) -> Compute:
@@ -101,6 +111,9 @@ class MemoryLevel(InputModel):
     name: ShortText = Field(description="HBM3, GDDR6, DDR5, L2, CMEM, shared memory, VMEM…")
     capacity_bytes: PositiveInt
     bandwidth_bytes_per_s: PositiveFloat | None = None
+    latency_s: PositiveFloat | None = Field(
+        default=None, description="Load latency under load, seconds (device memory: HBM/GDDR round trip)."
+    )
 
 
 class Memory(InputModel):

@@ -18,6 +18,49 @@ Count = Annotated[int, Field(gt=0, le=1 << 40, description="An element count, 1 
 PerElement = Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]
 
 
+class MemoryAccess(StrEnum):
+    """How a memory-bound kernel loads: `vectorized` 16-byte loads per thread (PyTorch, Triton, XLA kernels),
+    `scalar` one element per load (simple hand-written kernels). Scalar loads keep fewer bytes in flight and, by
+    Little's law, reach a fraction of device bandwidth on GPUs (`roofline._ops.MEMORY_ACCESS`)."""
+
+    vectorized = "vectorized"
+    scalar = "scalar"
+
+
+ACCESS_FIELD = Field(
+    default=MemoryAccess.vectorized,
+    description="vectorized (16-byte loads) or scalar (one element per load: far fewer bytes in flight).",
+)
+
+
+class ElementFn(StrEnum):
+    """Elementwise functions with a measured XLA ALU cost (`roofline._alu.FUNCTIONS`)."""
+
+    add = "add"
+    atan2 = "atan2"
+    cbrt = "cbrt"
+    cos = "cos"
+    divide = "divide"
+    erf = "erf"
+    exp = "exp"
+    expm1 = "expm1"
+    log = "log"
+    log1p = "log1p"
+    logistic = "logistic"
+    multiply = "multiply"
+    power = "power"
+    rsqrt = "rsqrt"
+    sin = "sin"
+    sqrt = "sqrt"
+    subtract = "subtract"
+    tanh = "tanh"
+
+
+class Backward(StrEnum):
+    store = "store"
+    recompute = "recompute"
+
+
 class EpilogueOp(StrEnum):
     bias = "bias"
     relu = "relu"
@@ -64,12 +107,19 @@ class Elementwise(InputModel):
     transcendentals_per_element: PerElement = Field(
         default=0.0, description="exp/sin/tanh… per element, run on the special-function units."
     )
+    functions: list[ElementFn] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Functions applied once per element as XLA compiles them (exp, tanh, sin …): each adds XLA's "
+        "measured ALU cost on the device's architecture to flops_per_element.",
+    )
     chained_inputs: Annotated[int, Field(ge=0, le=64)] = Field(
         default=1,
         description="Inside a chain: how many inputs are earlier ops' outputs (or re-reads of the chain's input), "
         "which stay on chip when the chain is fused. Ignored for the first op of a chain and outside chains.",
     )
     dtype: Dtype = Dtype.bf16
+    memory_access: MemoryAccess = ACCESS_FIELD
 
 
 class Activation(InputModel):
@@ -77,6 +127,7 @@ class Activation(InputModel):
     elements: Count = Field(description="Output elements.")
     function: ActivationFn
     dtype: Dtype = Dtype.bf16
+    memory_access: MemoryAccess = ACCESS_FIELD
 
 
 class Reduction(InputModel):
@@ -84,6 +135,7 @@ class Reduction(InputModel):
     rows: Count
     cols: Count = Field(description="Length of each reduced row.")
     dtype: Dtype = Dtype.bf16
+    memory_access: MemoryAccess = ACCESS_FIELD
 
 
 class Softmax(InputModel):
@@ -91,6 +143,7 @@ class Softmax(InputModel):
     rows: Count
     cols: Count
     dtype: Dtype = Dtype.bf16
+    memory_access: MemoryAccess = ACCESS_FIELD
     online: bool = Field(default=True, description="One pass (online max and sum) instead of three.")
 
 
@@ -99,6 +152,7 @@ class LayerNorm(InputModel):
     rows: Count
     cols: Count
     dtype: Dtype = Dtype.bf16
+    memory_access: MemoryAccess = ACCESS_FIELD
 
 
 class RmsNorm(InputModel):
@@ -106,6 +160,7 @@ class RmsNorm(InputModel):
     rows: Count
     cols: Count
     dtype: Dtype = Dtype.bf16
+    memory_access: MemoryAccess = ACCESS_FIELD
 
 
 class Rotary(InputModel):
@@ -114,6 +169,7 @@ class Rotary(InputModel):
     heads: Dim
     head_dim: Dim
     dtype: Dtype = Dtype.bf16
+    memory_access: MemoryAccess = ACCESS_FIELD
 
 
 class Embedding(InputModel):
@@ -122,6 +178,7 @@ class Embedding(InputModel):
     hidden: Dim
     vocab: Dim
     dtype: Dtype = Dtype.bf16
+    memory_access: MemoryAccess = ACCESS_FIELD
 
 
 class CrossEntropy(InputModel):
@@ -129,6 +186,7 @@ class CrossEntropy(InputModel):
     tokens: Count
     vocab: Dim
     dtype: Dtype = Dtype.bf16
+    memory_access: MemoryAccess = ACCESS_FIELD
 
 
 class AttentionImpl(StrEnum):
@@ -190,6 +248,12 @@ class Chain(InputModel):
     kind: Literal["chain"] = "chain"
     ops: list[LeafOp] = Field(min_length=1, max_length=64)
     fused: bool = True
+    backward: Backward | None = Field(
+        default=None,
+        description="Add the training backward pass (elementwise chains): `store` writes every intermediate in the "
+        "forward pass and reloads it; `recompute` keeps only the inputs and recomputes the chain in the backward "
+        "kernel (fused chains only).",
+    )
 
 
 Op = Annotated[

@@ -86,6 +86,9 @@ def to_core(spec: HardwareSpec, ctx: EstimateContext) -> roofline.Hardware:
         tiles=tuple((t.m, t.n) for t in mu.tile_candidates) if mu else ((64, 64),),
         concurrent_tiles_per_unit=mu.concurrent_tiles_per_unit if mu else 1,
         alignment_bytes=mu.alignment_bytes if mu else 16,
+        memory_latency_s=mem.device.latency_s,
+        threads_per_unit=c.threads_per_unit,
+        architecture=c.architecture,
     )
 
 
@@ -100,24 +103,25 @@ def kernels(hw: roofline.Hardware, op: Any, v: dict[str, Any]) -> list[roofline.
         case Elementwise():
             return roofline.elementwise(
                 hw, v["elements"], v["inputs"], v["outputs"], v["flops_per_element"],
-                v["transcendentals_per_element"], op.dtype, v["chained_inputs"],
+                v["transcendentals_per_element"], op.dtype, v["chained_inputs"], str(op.memory_access),
+                tuple(str(fn) for fn in op.functions),
             )  # fmt: skip
         case Activation():
-            return roofline.activation(hw, v["elements"], str(op.function), op.dtype)
+            return roofline.activation(hw, v["elements"], str(op.function), op.dtype, str(op.memory_access))
         case Reduction():
-            return roofline.reduction(hw, v["rows"], v["cols"], op.dtype)
+            return roofline.reduction(hw, v["rows"], v["cols"], op.dtype, str(op.memory_access))
         case Softmax():
-            return roofline.softmax(hw, v["rows"], v["cols"], op.dtype, op.online)
+            return roofline.softmax(hw, v["rows"], v["cols"], op.dtype, op.online, str(op.memory_access))
         case LayerNorm():
-            return roofline.layernorm(hw, v["rows"], v["cols"], op.dtype)
+            return roofline.layernorm(hw, v["rows"], v["cols"], op.dtype, access=str(op.memory_access))
         case RmsNorm():
-            return roofline.layernorm(hw, v["rows"], v["cols"], op.dtype, rms=True)
+            return roofline.layernorm(hw, v["rows"], v["cols"], op.dtype, rms=True, access=str(op.memory_access))
         case Rotary():
-            return roofline.rotary(hw, v["tokens"], v["heads"], v["head_dim"], op.dtype)
+            return roofline.rotary(hw, v["tokens"], v["heads"], v["head_dim"], op.dtype, str(op.memory_access))
         case Embedding():
-            return roofline.embedding(hw, v["tokens"], v["hidden"], v["vocab"], op.dtype)
+            return roofline.embedding(hw, v["tokens"], v["hidden"], v["vocab"], op.dtype, str(op.memory_access))
         case CrossEntropy():
-            return roofline.cross_entropy(hw, v["tokens"], v["vocab"], op.dtype)
+            return roofline.cross_entropy(hw, v["tokens"], v["vocab"], op.dtype, str(op.memory_access))
         case Attention():
             return roofline.attention(
                 hw, v["batch"], v["heads"], v["heads"] if v["kv_heads"] is None else v["kv_heads"], v["head_dim"],
@@ -158,7 +162,8 @@ def evaluate(
     try:
         if isinstance(op, Chain):
             parts = [kernels(hw, leaf, _numbers(leaf)) for leaf in op.ops]
-            return roofline.chain(parts, hw, op.fused, vector_peak, hw.launch_s)
+            backward = None if op.backward is None else str(op.backward)
+            return roofline.chain(parts, hw, op.fused, vector_peak, hw.launch_s, backward)
         leaf = kernels(hw, op, {**_numbers(op), **(overrides or {})})
         if points is not None:
             # The core sizes its result by the kernels' FLOPs and outputs: a varied field that moves only input

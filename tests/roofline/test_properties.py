@@ -104,6 +104,7 @@ hardware = st.builds(
         eff_vector=eff_v,
         eff_memory=eff_m,
         special_function_ops_per_s=None,
+        memory_latency_s=None,  # the pure roofline; the latency limits are tested in test_memory_parallelism.py
     ),
     peak=st.floats(1e11, 1e16),
     bw=st.floats(1e10, 1e14),
