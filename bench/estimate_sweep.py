@@ -1,6 +1,10 @@
 """Latency of a 10 000-point matmul sweep in one POST /v1/estimate/ops, against a real `ridgeline serve`.
 
-    .venv/bin/python -m bench.estimate_sweep [--repeat 20] [--warmup 3] [--m-values 100] [--n-values 100]
+    .venv/bin/python -m bench.estimate_sweep [--repeat 20] [--warmup 3] [--m-values 100] [--n-values 100] [--list]
+
+With `--list` the same 10 000 matmuls go as a list of separate ops (`{"ops": [...]}`) instead of a sweep: the
+service groups ops of one kind and settings into one vectorised call, so a list should cost about what the sweep
+does plus the validation of 10 000 op objects.
 
 Starts `ridgeline serve` on SQLite in a temporary directory on a free port, waits for /healthz, posts the sweep
 `--warmup` times untimed and `--repeat` times timed (one request at a time, keep-alive), and prints the median and
@@ -77,6 +81,14 @@ def body(m_values: int, n_values: int, hardware: str) -> dict[str, Any]:
     }
 
 
+def list_body(m_values: int, n_values: int, hardware: str) -> dict[str, Any]:
+    grid = body(m_values, n_values, hardware)["sweep"]
+    return {
+        "hardware": hardware,
+        "ops": [{**grid["op"], "m": m, "n": n} for m in grid["vary"]["m"] for n in grid["vary"]["n"]],
+    }
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     # Nearest-rank: the smallest value with at least q of the samples at or below it.
@@ -91,9 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m-values", type=int, default=100)
     parser.add_argument("--n-values", type=int, default=100)
     parser.add_argument("--hardware", default="a100-sxm-80gb")
+    parser.add_argument("--list", action="store_true", help="send the grid as a list of ops, not a sweep")
     args = parser.parse_args(argv)
 
-    payload = body(args.m_values, args.n_values, args.hardware)
+    payload = (list_body if args.list else body)(args.m_values, args.n_values, args.hardware)
     points = args.m_values * args.n_values
     with tempfile.TemporaryDirectory(prefix="ridgeline-bench-") as tmp:
         port = free_port()
@@ -131,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ms = [1e3 * t for t in latencies]
     median, p90 = statistics.median(ms), percentile(ms, 0.9)
-    print(f"{points}-point matmul sweep on {args.hardware}, one POST {ROUTE}, {args.repeat} runs after {args.warmup}")
+    shape = "list of ops" if args.list else "sweep"
+    print(f"{points}-point matmul {shape} on {args.hardware}, one POST {ROUTE}, {args.repeat} runs after {args.warmup}")
     print(f"  response: {statistics.median(sizes) / 1e6:.2f} MB of JSON")
     print(f"  latency: median {median:.1f} ms, p90 {p90:.1f} ms, min {min(ms):.1f} ms, max {max(ms):.1f} ms")
     print(f"  client json.loads of the body: median {1e3 * statistics.median(parse):.1f} ms (not in the latency)")

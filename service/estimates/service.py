@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from enum import Enum
 from typing import Annotated, Any
 
 import numpy as np
@@ -304,9 +305,50 @@ def sweep(hw: roofline.Hardware, spec: Sweep) -> tuple[roofline.Estimate, dict[s
     return evaluate(hw, spec.op, arrays, "body.sweep.op", points), {n: a.tolist() for n, a in arrays.items()}
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool | Enum)
+
+
+def _signature(op: Any) -> tuple[Any, ...]:
+    """What ops must share to be evaluated in one vectorised call: the kind and every non-numeric field (dtype,
+    tile, epilogue, flags). Numbers may differ; they become the arrays of the call. A chain stands alone."""
+    if isinstance(op, Chain):
+        return ("chain", id(op))
+    fields = []
+    for name in type(op).model_fields:
+        value = getattr(op, name)
+        if _is_number(value) or (name == "kv_heads" and isinstance(op, Attention)):
+            continue
+        fields.append((name, tuple(value) if isinstance(value, list) else value))
+    return (type(op), *fields)
+
+
 def estimate_ops(hw: roofline.Hardware, ops: list[Op], name: str) -> list[dict[str, Any]]:
-    """The items of a list of ops, one estimate per op (see `ops_json`)."""
-    items: list[dict[str, Any]] = []
+    """The items of a list of ops, one estimate per op, in order (see `ops_json`).
+
+    Ops of the same kind and settings are evaluated together, their numbers as arrays: a list of 10 000 matmuls costs
+    one call of the core, not 10 000. An error names the first op of the group it comes from.
+    """
+    groups: dict[tuple[Any, ...], list[int]] = {}
     for index, op in enumerate(ops):
-        items.extend(item_dicts(with_assumptions(evaluate(hw, op, where=f"body.ops.{index}"), hw, name)))
+        groups.setdefault(_signature(op), []).append(index)
+    items: list[dict[str, Any]] = [{}] * len(ops)
+    for indices in groups.values():
+        first = ops[indices[0]]
+        where = f"body.ops.{indices[0]}"
+        if len(indices) == 1 or isinstance(first, Chain):
+            est = evaluate(hw, first, where=where)
+        else:
+            members = [ops[i] for i in indices]
+            arrays: dict[str, Any] = {
+                field: np.array([getattr(m, field) for m in members], dtype=np.float64)
+                for field, value in _numbers(first).items()
+                if _is_number(value)
+            }
+            if isinstance(first, Attention):
+                heads = [(m.heads, m.kv_heads) for m in members if isinstance(m, Attention)]
+                arrays["kv_heads"] = np.array([h if kv is None else kv for h, kv in heads], dtype=np.float64)
+            est = evaluate(hw, first, arrays, where, len(indices))
+        for index, row in zip(indices, item_dicts(with_assumptions(est, hw, name)), strict=True):
+            items[index] = row
     return items

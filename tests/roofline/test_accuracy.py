@@ -3,8 +3,8 @@
 Runs the comparison of `bench/validate.py` (the measured tables in ../shared/validation: aiconfigurator,
 vidur and LLMCompass; see that module for sources, licences and timing scopes) and holds each family that reached
 the issue's target to a bound just above the error measured when it was reached: a change to the model that makes
-those predictions worse fails here. Families that miss the target (vidur's norm, rotary, activation and embedding
-kernels; TensorRT-LLM's decode attention) are reported by the command, not asserted.
+those predictions worse fails here. Families that miss the target (vidur's rotary and activation kernels and Phi-2's
+LayerNorm; TensorRT-LLM's decode attention) are reported by the command, not asserted.
 
 Without the data the test skips, except under CI (CI=true), where missing data is a failure.
 """
@@ -24,7 +24,9 @@ from bench import validate
 BOUNDS: dict[tuple[str, str], tuple[float, float | None]] = {
     ("aiconfigurator", "gemm"): (0.115, 0.28),  # 10.9 %, 26.2 %; target 12 %, 30 % (bf16)
     ("aiconfigurator", "attention-context"): (0.12, None),  # 11.2 %; target 20 %
-    ("vidur", "elementwise"): (0.085, None),  # 7.6 %; target 20 %
+    ("vidur", "elementwise"): (0.085, None),  # 7.6 %, 8.2 % with the memory-latency floor; target 20 %
+    ("vidur", "rmsnorm"): (0.08, None),  # 7.3 % (scalar loads, Little's law); target 20 %
+    ("vidur", "embedding"): (0.09, None),  # 8.3 % (scalar loads after the token id); target 20 %
     ("llmcompass", "gemm"): (0.07, None),  # 6.5 %; target 12 %
     ("llmcompass", "softmax"): (0.06, None),  # 5.4 %; target 20 %
     ("llmcompass", "layernorm"): (0.055, None),  # 5.0 %; target 20 %

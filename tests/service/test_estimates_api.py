@@ -404,3 +404,79 @@ def test_malformed_json_is_a_422_envelope(client: TestClient) -> None:
     response = client.post("/v1/estimate/ops", content="{", headers={"content-type": "application/json"})
     rejected(response)
     assert json.loads(response.text)["error"] == "validation_error"
+
+
+# --- memory access, XLA ALU costs, recomputation ---------------------------------------------------------------------
+
+
+def test_a_scalar_kernel_runs_at_the_bandwidth_its_loads_in_flight_allow(client: TestClient) -> None:
+    rows, cols = 4096, 8192
+    body: dict[str, Any] = {"hardware": A100, "op": {"kind": "rmsnorm", "rows": rows, "cols": cols, "dtype": "fp16"}}
+    moved = 2 * rows * cols * 2 + cols * 2  # x in, y out, the scale vector
+    vectorized = op(client, body)
+    assert vectorized["memory_time_s"] == pytest.approx(moved / (A100_BW * A100_EFF_MEMORY))
+    scalar = op(client, {**body, "op": {**body["op"], "memory_access": "scalar"}})
+    # Little's law: 108 SMs · 2048 threads · one 2-byte load each in flight / 650 ns = 680.6 GB/s.
+    assert scalar["memory_time_s"] == pytest.approx(moved / (A100_SMS * 2048 * 2 / 650e-9))
+    assert scalar["bytes"] == vectorized["bytes"] == moved
+
+
+def test_an_xla_tanh_is_costed_from_the_measured_table_and_turns_compute_bound(client: TestClient) -> None:
+    n = 1 << 26
+    body = {
+        "hardware": A100,
+        "op": {"kind": "elementwise", "elements": n, "flops_per_element": 0, "functions": ["tanh"]},
+    }
+    r = op(client, body)
+    assert r["flops"] == 504 * n  # XLA sm_80 tanh F32: 504 per element (bf16 math runs in f32)
+    assert r["compute_time_s"] == pytest.approx(504 * n / (A100_FP32_VECTOR * A100_EFF_VECTOR))
+    assert r["bound"] == "compute"
+    assert r["assumptions"]["alu_costs"] == ["xla sm_80 tanh F32"]
+    bad = {**body, "op": {**body["op"], "functions": ["tanh", "softplus"]}}
+    assert rejected(client.post("/v1/estimate/op", json=bad)) == ["body.op.functions.1"]
+
+
+def test_recomputing_three_sigmoids_moves_five_eighths_of_storing_them(client: TestClient) -> None:
+    n = 1 << 22
+    sigmoid = {"kind": "activation", "elements": n, "function": "sigmoid"}
+    chain: dict[str, Any] = {"kind": "chain", "ops": [sigmoid] * 3, "fused": True}
+    store = op(client, {"hardware": A100, "op": {**chain, "backward": "store"}})
+    recompute = op(client, {"hardware": A100, "op": {**chain, "backward": "recompute"}})
+    assert store["bytes"] == 8 * 2 * n and recompute["bytes"] == 5 * 2 * n  # seed 002: 8 accesses vs 5
+    assert recompute["time_s"] < store["time_s"]
+    unfused = client.post(
+        "/v1/estimate/op", json={"hardware": A100, "op": {**chain, "fused": False, "backward": "recompute"}}
+    )
+    assert rejected(unfused) == ["body.op"]
+    with_matmul = {"kind": "chain", "ops": [{"kind": "matmul", "m": 64, "n": 64, "k": 64}], "backward": "store"}
+    assert rejected(client.post("/v1/estimate/op", json={"hardware": A100, "op": with_matmul})) == ["body.op"]
+
+
+def test_a_list_evaluated_in_groups_equals_each_op_on_its_own(client: TestClient) -> None:
+    """`ops` groups ops of one kind and settings into one vectorised call; every item must still be exactly what
+    /v1/estimate/op says for that op alone, in the order given."""
+    listed: list[dict[str, Any]] = [
+        {"kind": "matmul", "m": 1792, "n": 1792, "k": 1792, "tile": [256, 128]},
+        {"kind": "rmsnorm", "rows": 4096, "cols": 4096, "memory_access": "scalar"},
+        {"kind": "matmul", "m": 1793, "n": 1793, "k": 1793, "tile": [256, 128]},
+        {"kind": "matmul", "m": 64, "n": 4096, "k": 4096, "dtype": "fp16"},
+        {"kind": "attention", "batch": 8, "heads": 32, "kv_heads": 8, "head_dim": 128, "q_len": 1, "kv_len": 4096},
+        {"kind": "rmsnorm", "rows": 1, "cols": 4096},
+        {"kind": "attention", "batch": 8, "heads": 32, "head_dim": 128, "q_len": 1, "kv_len": 4096},
+        {"kind": "chain", "ops": [{"kind": "activation", "elements": 1 << 20, "function": "gelu"}] * 2},
+        {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "epilogue": ["relu"]},
+        {"kind": "matmul", "m": 128, "n": 128, "k": 128},
+    ]
+    items = ops(client, {"hardware": A100, "ops": listed})["items"]
+    assert len(items) == len(listed)
+    for item, single in zip(items, listed, strict=True):
+        alone = op(client, {"hardware": A100, "op": single})
+        assert item == alone
+    assert items[0]["tiles"] == 98 and items[0]["waves"] == 1  # seed 002: 1792³ on 256×128 tiles, 108 SMs
+    assert items[2]["tiles"] == 120 and items[2]["waves"] == 2  # 1793³, in its place in the list
+
+
+def test_an_error_in_a_group_names_its_first_op(client: TestClient) -> None:
+    listed = [{"kind": "elementwise", "elements": 8}, {"kind": "matmul", "m": 8, "n": 8, "k": 8, "dtype": "fp8"}]
+    response = client.post("/v1/estimate/ops", json={"hardware": A100, "ops": listed * 2})
+    assert rejected(response) == ["body.ops.1.dtype"]  # the A100 has no fp8 peak
