@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev
+# The worker extra (JAX, CPU build): the worker's suites run in the test suite on the CPU.
+.venv/bin/python -m pip install --quiet -e ".[dev,worker]"
 
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

@@ -1,0 +1,317 @@
+"""`ridgeline-worker`: detect the device, run kernel suites, time them, upload the results to Ridgeline.
+
+    ridgeline-worker detect [--server URL]
+    ridgeline-worker suites
+    ridgeline-worker run --server URL --token KEY [--suite ceilings,matmul] [--quick]
+    ridgeline-worker flush --server URL --token KEY
+
+Settings come from flags or the environment: RIDGELINE_URL, RIDGELINE_TOKEN, RIDGELINE_SPOOL_DIR.
+Exit status: 0 all done; 1 a case failed or a batch was refused; 2 bad usage or an unknown device;
+75 (EX_TEMPFAIL) results wait in the spool for `ridgeline-worker flush`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from worker.client import RetryPolicy, RidgelineClient, ServiceUnavailable, UploadError
+
+EX_TEMPFAIL = 75
+DEFAULT_CPU_DEVICES = 8
+
+
+def default_spool_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    if env.get("RIDGELINE_SPOOL_DIR"):
+        return Path(env["RIDGELINE_SPOOL_DIR"]).expanduser()
+    cache = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return cache / "ridgeline-worker" / "spool"
+
+
+def prepare_jax_environment(cpu_devices: int, env: dict[str, str] | os._Environ[str] = os.environ) -> None:
+    """Ask XLA for `cpu_devices` host devices (collectives need several) before JAX starts; a flag already set by
+    the user wins. Harmless on accelerator hosts, where JAX's default devices stay the GPUs or TPUs."""
+    flags = env.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={cpu_devices}".strip()
+
+
+def _client(args: argparse.Namespace) -> RidgelineClient | None:
+    if not args.server:
+        return None
+    retry = RetryPolicy(attempts=args.retries, base_s=args.backoff_s, max_s=args.backoff_max_s)
+    return RidgelineClient(args.server, getattr(args, "token", None), timeout_s=args.timeout_s, retry=retry)
+
+
+def _print(stream: TextIO, message: str) -> None:
+    stream.write(message + "\n")
+    stream.flush()
+
+
+def _resolve(client: RidgelineClient, description: str, platform: str) -> Any:
+    """The service's profile for the device; a host CPU it does not know falls back to the generic CPU profile."""
+    found = client.resolve(description)
+    if found is None and platform == "cpu":
+        found = client.resolve("cpu")
+    return found
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from worker.device import detect, software_versions
+
+    device = detect()
+    doc: dict[str, Any] = {"device": device.to_json(), "software": software_versions(device)}
+    client = _client(args)
+    status = 0
+    if client is not None:
+        with client:
+            try:
+                found = _resolve(client, device.description, device.platform)
+            except UploadError as err:
+                doc["hardware"] = None
+                doc["error"] = str(err)
+                status = EX_TEMPFAIL if isinstance(err, ServiceUnavailable) else 1
+            else:
+                doc["hardware"] = found.slug if found else None
+                doc["rule"] = found.rule if found else None
+                status = 0 if found else 2
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return status
+    where = f"{device.platform}, {device.vendor}, {device.count} local, via {device.source}"
+    print(f"device:   {device.description} ({where})")
+    if "hardware" in doc:
+        if doc["hardware"]:
+            print(f"hardware: {doc['hardware']} ({doc['rule']})")
+        elif "error" in doc:
+            print(f"hardware: not resolved: {doc['error']}")
+        else:
+            print(f"hardware: unknown: no profile matches {device.description!r}; add one (POST /v1/hardware) or pass")
+            print("          --hardware SLUG to `run`")
+    else:
+        print("hardware: not resolved (no --server / RIDGELINE_URL)")
+    print("software: " + ", ".join(f"{k} {v}" for k, v in doc["software"].items()))
+    return status
+
+
+def cmd_suites(args: argparse.Namespace) -> int:
+    from worker.suites import SUITES
+
+    for suite in SUITES.values():
+        print(f"{suite.name:<12} {suite.summary}")
+    return 0
+
+
+def _profile_dtypes(client: RidgelineClient, slug: str) -> frozenset[str] | None:
+    try:
+        profile = client.get_json(f"/v1/hardware/{slug}")
+        compute = profile.get("compute", {})
+        return frozenset(compute.get("matrix_flops_per_s", {})) | frozenset(compute.get("vector_flops_per_s", {}))
+    except (UploadError, AttributeError, TypeError):
+        return None
+
+
+def _describe(stats: Any) -> str:
+    ms = (stats.median_s * 1e3, stats.p10_s * 1e3, stats.p90_s * 1e3)
+    return f"median {ms[0]:.4g} ms (p10 {ms[1]:.4g}, p90 {ms[2]:.4g}, n={stats.repeats})"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    err = sys.stderr
+    from worker.device import detect, host_name, software_versions
+    from worker.progress import Progress
+    from worker.results import Measurement, RunInfo
+    from worker.spool import Spool
+    from worker.suites import SUITES, Context, SkipCase, Target, plan, triton_available
+    from worker.timing import TimingPolicy
+    from worker.upload import Uploader, flush
+
+    device = detect()
+    client = _client(args)
+    hardware = args.hardware
+    if hardware is None and client is not None:
+        try:
+            found = _resolve(client, device.description, device.platform)
+        except ServiceUnavailable as error:
+            _print(err, f"service unreachable ({error}); results name the device for the service to map")
+            hardware = device.description
+        except UploadError as error:
+            _print(err, f"cannot resolve the device: {error}")
+            return 1
+        else:
+            if found is None:
+                _print(err, f"no hardware profile matches {device.description!r}: add one or pass --hardware SLUG")
+                return 2
+            hardware = found.slug
+    if hardware is None:
+        hardware = device.description
+    profile_dtypes = (
+        _profile_dtypes(client, hardware) if client is not None and hardware != device.description else None
+    )
+
+    import jax
+
+    has_triton = triton_available()
+    names = [n.strip() for n in args.suite.split(",") if n.strip()] if args.suite else list(SUITES)
+    if not args.suite and not has_triton:
+        names.remove("triton")
+    size = args.size or ("quick" if device.platform == "cpu" else "full")
+    target = Target(device, size, len(jax.devices()), profile_dtypes, has_triton)
+    try:
+        cases = plan(names, target)
+    except ValueError as error:
+        _print(err, str(error))
+        return 2
+    if args.dry_run:
+        for case in cases:
+            print(json.dumps({"suite": case.suite, "name": case.name, "op": case.op}))
+        return 0
+
+    default_cache = (32 << 20) if device.platform == "cpu" else (64 << 20)
+    rotate = args.rotate_mb << 20 if args.rotate_mb else 2 * (device.cache_bytes or default_cache)
+    policy = TimingPolicy.quick(rotate) if size == "quick" else TimingPolicy(rotate_bytes=rotate)
+    ctx = Context(target, policy, seed=args.seed)
+    spool = Spool(args.spool_dir)
+    info = RunInfo(hardware=hardware, host=host_name(), software=software_versions(device))
+    uploader = Uploader(spool, info, client, batch_size=args.batch_size)
+    results_file = open(args.results_out, "a", encoding="utf-8") if args.results_out else None  # noqa: SIM115
+
+    _print(err, f"device {device.description} ({device.platform}, {target.local_devices} local) → hardware {hardware}")
+    _print(err, f"suites {', '.join(names)}: {len(cases)} cases, size {size}; spool {spool.root}")
+    progress = Progress(len(cases), err)
+    measured = skipped = failed = 0
+    try:
+        for case in cases:
+            try:
+                stats = case.run(ctx)
+                measurement = Measurement(case.suite, case.name, case.op, stats, case.timing_scope, case.notes)
+            except SkipCase as why:
+                skipped += 1
+                progress.note(f"skipped {case.suite}: {case.name}: {why}")
+                progress.step(f"{case.suite}: {case.name}", "skipped")
+                continue
+            except Exception as error:  # one broken case must not lose the others
+                failed += 1
+                progress.note(f"FAILED {case.suite}: {case.name}: {type(error).__name__}: {error}")
+                progress.step(f"{case.suite}: {case.name}", "failed")
+                continue
+            measured += 1
+            if results_file is not None:
+                results_file.write(json.dumps(measurement.record(), sort_keys=True) + "\n")
+                results_file.flush()
+            uploader.add(measurement)
+            detail = _describe(stats)
+            progress.step(f"{case.suite}: {case.name}", detail)
+        report = uploader.close()
+    finally:
+        progress.close()
+        if results_file is not None:
+            results_file.close()
+    if client is not None:
+        if not (report.offline or report.auth_failed) and spool.count()[0]:
+            _print(err, "sending batches left in the spool by earlier runs")
+            report.merge(flush(client, spool))
+        client.close()
+    _print(err, f"measured {measured}, skipped {skipped}, failed {failed}; {report.summary()}")
+    if report.spooled_batches:
+        _print(err, f"results wait in {spool.root}; send them with `ridgeline-worker flush`")
+    if failed or report.rejected_batches or report.conflict_batches or report.auth_failed:
+        return 1
+    return EX_TEMPFAIL if report.spooled_batches else 0
+
+
+def cmd_flush(args: argparse.Namespace) -> int:
+    from worker.spool import Spool
+    from worker.upload import flush
+
+    client = _client(args)
+    if client is None:
+        _print(sys.stderr, "flush needs --server or RIDGELINE_URL")
+        return 2
+    spool = Spool(args.spool_dir)
+    batches, results = spool.count()
+    _print(sys.stderr, f"{batches} batches ({results} results) pending in {spool.root}")
+    with client:
+        report = flush(client, spool, progress=lambda message: _print(sys.stderr, message))
+    _print(sys.stderr, report.summary())
+    for error in report.errors[-5:]:
+        _print(sys.stderr, f"  {error}")
+    if report.rejected_batches or report.conflict_batches or report.auth_failed:
+        return 1
+    return EX_TEMPFAIL if report.spooled_batches else 0
+
+
+def build_parser(env: dict[str, str] | os._Environ[str] = os.environ) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ridgeline-worker",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def connection(p: argparse.ArgumentParser, token: bool = True) -> None:
+        p.add_argument("--server", default=env.get("RIDGELINE_URL"), help="service URL (RIDGELINE_URL)")
+        if token:
+            p.add_argument("--token", default=env.get("RIDGELINE_TOKEN"), help="upload key (RIDGELINE_TOKEN)")
+        p.add_argument("--timeout-s", type=float, default=60.0, help="per-request timeout (default 60)")
+        p.add_argument("--retries", type=int, default=5, help="tries per request (default 5)")
+        p.add_argument("--backoff-s", type=float, default=0.5, help="first back-off, doubled per retry (default 0.5)")
+        p.add_argument("--backoff-max-s", type=float, default=30.0, help="longest back-off (default 30)")
+
+    def spool(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--spool-dir",
+            type=Path,
+            default=default_spool_dir(env),
+            help="where unsent batches wait (RIDGELINE_SPOOL_DIR)",
+        )
+
+    detect = sub.add_parser("detect", help="print the device, its catalogue profile and software versions")
+    connection(detect, token=False)
+    detect.add_argument("--json", action="store_true", help="machine-readable output")
+    detect.add_argument("--cpu-devices", type=int, default=DEFAULT_CPU_DEVICES, help=argparse.SUPPRESS)
+    detect.set_defaults(func=cmd_detect)
+
+    suites = sub.add_parser("suites", help="list the suites")
+    suites.set_defaults(func=cmd_suites)
+
+    run = sub.add_parser("run", help="run suites, time them, upload the results")
+    connection(run)
+    spool(run)
+    run.add_argument("--suite", help="comma-separated suites (default: every suite this device can run)")
+    sizes = run.add_mutually_exclusive_group()
+    sizes.add_argument("--size", choices=["quick", "full"], help="quick: CI sizes; full: the real sweep "
+                       "(default: full on accelerators, quick on CPUs)")  # fmt: skip
+    sizes.add_argument("--quick", dest="size", action="store_const", const="quick", help="same as --size quick")
+    run.add_argument("--hardware", help="catalogue slug to file results under (default: ask the service)")
+    run.add_argument("--batch-size", type=int, default=200, help="results per upload (default 200)")
+    run.add_argument("--results-out", type=Path, help="also append every result to this JSON-lines file")
+    run.add_argument("--cpu-devices", type=int, default=DEFAULT_CPU_DEVICES,
+                     help="virtual CPU devices for collectives on hosts without accelerators (default 8)")  # fmt: skip
+    run.add_argument("--rotate-mb", type=int, help="input bytes cycled between timed calls (default 2 × LLC/L2)")
+    run.add_argument("--seed", type=int, default=0, help="random inputs' seed")
+    run.add_argument("--dry-run", action="store_true", help="print the planned cases and their op objects; run none")
+    run.set_defaults(func=cmd_run)
+
+    flush = sub.add_parser("flush", help="send the batches waiting in the spool")
+    connection(flush)
+    spool(flush)
+    flush.set_defaults(func=cmd_flush)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if hasattr(args, "cpu_devices"):
+        prepare_jax_environment(args.cpu_devices)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

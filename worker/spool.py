@@ -1,0 +1,187 @@
+"""The local spool: every batch is written here before it is sent and removed only once the service has it.
+
+Layout under the spool directory:
+
+    pending/<id>.json    batches not yet acknowledged by the service (sent by `run`, or later by `flush`)
+    rejected/<id>.json   batches the service refused for good (4xx), kept with the reason for a person to read
+    conflict/<id>.json   batches whose Idempotency-Key the service holds for another body (a 409 that lasted)
+    tmp/                 files being written
+
+A file is written whole to tmp/, flushed to disk, then renamed into place (rename is atomic on POSIX), so a crash
+leaves either the old file or the new one, never half of one. The batch id is a SHA-256 of the payload's canonical
+JSON, and the Idempotency-Key is derived from it: a batch keeps its key through every retry, restart and flush.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from worker.client import dumps
+
+__all__ = ["Spool", "SpoolEntry", "batch_id", "idempotency_key"]
+
+FORMAT = 1
+
+
+def batch_id(payload: dict[str, Any]) -> str:
+    """Content address of a batch: the first 32 hex digits of SHA-256 over its canonical JSON."""
+    return hashlib.sha256(dumps(payload)).hexdigest()[:32]
+
+
+def idempotency_key(payload: dict[str, Any]) -> str:
+    return f"rlw-{batch_id(payload)}"
+
+
+@dataclass
+class SpoolEntry:
+    id: str
+    idempotency_key: str
+    payload: dict[str, Any]
+    created_at: str
+    attempts: int = 0
+    last_error: str | None = None
+    history: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "id": self.id,
+            "idempotency_key": self.idempotency_key,
+            "created_at": self.created_at,
+            "attempts": self.attempts,
+            "last_error": self.last_error,
+            "history": self.history[-20:],
+            "payload": self.payload,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> SpoolEntry:
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"unknown spool format {doc.get('format')!r}")
+        return cls(
+            id=str(doc["id"]),
+            idempotency_key=str(doc["idempotency_key"]),
+            payload=dict(doc["payload"]),
+            created_at=str(doc["created_at"]),
+            attempts=int(doc.get("attempts", 0)),
+            last_error=doc.get("last_error"),
+            history=list(doc.get("history", [])),
+        )
+
+    @property
+    def results(self) -> int:
+        return len(self.payload.get("results", []))
+
+
+class Spool:
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).expanduser()
+        self.pending_dir = self.root / "pending"
+        self.rejected_dir = self.root / "rejected"
+        self.conflict_dir = self.root / "conflict"
+        self.tmp_dir = self.root / "tmp"
+        for directory in (self.pending_dir, self.rejected_dir, self.conflict_dir, self.tmp_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+
+    def _write(self, directory: Path, entry: SpoolEntry) -> Path:
+        target = directory / f"{entry.id}.json"
+        tmp = self.tmp_dir / f"{entry.id}.{uuid.uuid4().hex}.tmp"
+        data = json.dumps(entry.to_json(), indent=1, sort_keys=True, allow_nan=False).encode()
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+        _fsync_dir(directory)
+        return target
+
+    def put(self, payload: dict[str, Any]) -> SpoolEntry:
+        """Store a batch durably (before it is sent). Putting the same payload twice keeps one file."""
+        entry = SpoolEntry(
+            id=batch_id(payload),
+            idempotency_key=idempotency_key(payload),
+            payload=payload,
+            created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+        )
+        existing = self.pending_dir / f"{entry.id}.json"
+        if existing.exists():
+            with contextlib.suppress(ValueError, OSError):
+                return self._read(existing)
+        self._write(self.pending_dir, entry)
+        return entry
+
+    def update(self, entry: SpoolEntry) -> None:
+        """Rewrite a pending entry (attempt count, last error)."""
+        self._write(self.pending_dir, entry)
+
+    @staticmethod
+    def _read(path: Path) -> SpoolEntry:
+        return SpoolEntry.from_json(json.loads(path.read_text()))
+
+    def pending(self) -> list[SpoolEntry]:
+        """Pending batches, oldest first. An unreadable file is moved to rejected/ (kept, never deleted)."""
+        entries = []
+        for path in sorted(self.pending_dir.glob("*.json")):
+            try:
+                entries.append(self._read(path))
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                os.replace(path, self.rejected_dir / f"{path.stem}.unreadable.json")
+                (self.rejected_dir / f"{path.stem}.unreadable.reason.txt").write_text(f"{err}\n")
+        return sorted(entries, key=lambda e: (e.created_at, e.id))
+
+    def count(self) -> tuple[int, int]:
+        """(pending batches, pending results)."""
+        entries = self.pending()
+        return len(entries), sum(e.results for e in entries)
+
+    def done(self, entry: SpoolEntry) -> None:
+        """The service acknowledged the batch: forget it."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.pending_dir / f"{entry.id}.json").unlink()
+        _fsync_dir(self.pending_dir)
+
+    def _move(self, entry: SpoolEntry, directory: Path, reason: str) -> Path:
+        entry.last_error = reason
+        entry.history.append(f"{datetime.now(UTC).isoformat(timespec='seconds')} {reason}")
+        path = self._write(directory, entry)
+        self.done(entry)
+        return path
+
+    def reject(self, entry: SpoolEntry, reason: str) -> Path:
+        """Keep a batch the service refused for good out of the queue, with the reason."""
+        return self._move(entry, self.rejected_dir, reason)
+
+    def conflict(self, entry: SpoolEntry, reason: str) -> Path:
+        return self._move(entry, self.conflict_dir, reason)
+
+    def clean_tmp(self, older_than_s: float = 3600.0) -> None:
+        """Remove half-written files left by a crash (their batches are still whole in pending/ or were never
+        acknowledged); recent ones may belong to another worker writing now."""
+        cutoff = time.time() - older_than_s
+        for path in self.tmp_dir.glob("*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+
+
+def _fsync_dir(directory: Path) -> None:
+    # The rename is durable only once the directory entry is on disk too.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
