@@ -10,6 +10,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from service.benchmarks.router import router as benchmarks_router
+from service.collectives.router import router as collectives_router
 from service.db import make_engine, make_sessionmaker
 from service.errors import install_error_handlers
 from service.estimates.router import router as estimates_router
@@ -54,7 +55,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     install_metrics_middleware(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-    for router in (system_router, hardware_router, models_router, estimates_router, benchmarks_router):
+    for router in (
+        system_router,
+        hardware_router,
+        models_router,
+        estimates_router,
+        benchmarks_router,
+        collectives_router,
+    ):
         _docstring_summaries(router)
         app.include_router(router)
     return app

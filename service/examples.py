@@ -179,3 +179,41 @@ BENCHMARK_RUN_EXAMPLES = {
         },
     ),
 }
+
+COLLECTIVE_EXAMPLES = {
+    "tp-all-reduce": Example(
+        summary="Tensor-parallel all-reduce of 16 MB on 8 A100s (NVSwitch)",
+        value={"op": "all_reduce", "bytes": 16e6, "hardware": "a100-sxm-80gb", "devices": 8},
+    ),
+    "two-nodes": Example(
+        summary="All-reduce of 256 MB on 16 H100s: NVLink inside each node, InfiniBand across",
+        value={"op": "all_reduce", "bytes": 256e6, "hardware": "h100-sxm", "devices": 16},
+    ),
+    "torus-axis": Example(
+        summary="All-gather of 1 GB over one wraparound axis of a TPU v5e 16x16 torus",
+        value={
+            "op": "all_gather",
+            "bytes": 1e9,
+            "topology": {
+                "kind": "torus",
+                "axes": [{"size": 16, "wraparound": True}, {"size": 16, "wraparound": True}],
+                "collective_axes": [0],
+            },
+            "link_bandwidth_bytes_per_s": 50e9,
+            "hop_latency_s": 1e-6,
+        },
+    ),
+    "hierarchical": Example(
+        summary="Explicit two-level hierarchy: 8 GPUs per node on 300 GB/s, 4 nodes on 25 GB/s per GPU",
+        value={
+            "op": "all_reduce",
+            "bytes": 1e9,
+            "algorithm": "hierarchical",
+            "topology": {
+                "kind": "hierarchical",
+                "inner": {"kind": "switch", "devices": 8, "link_bandwidth_bytes_per_s": 300e9, "hop_latency_s": 1e-6},
+                "outer": {"kind": "switch", "devices": 4, "link_bandwidth_bytes_per_s": 25e9, "hop_latency_s": 5e-6},
+            },
+        },
+    ),
+}

@@ -1,0 +1,747 @@
+"""Collectives on interconnect topologies: an alpha-beta cost (per-step latency + bytes / bandwidth) per algorithm.
+
+Byte convention (nccl-tests, doc/PERFORMANCE.md): `bytes_` is the gathered output for all_gather, the total input of
+each rank for reduce_scatter and all_reduce, each rank's whole send buffer for all_to_all (1/n of it to each rank,
+itself included), the buffer for broadcast and reduce, and the message for send_recv. algbw = bytes / time;
+busbw = algbw × 2(n−1)/n (all_reduce), × (n−1)/n (all_gather, reduce_scatter, all_to_all), × 1 (the others), so that
+busbw compares with one device's link bandwidth whatever n is.
+
+Sources cited in the formulas:
+- SB-SH: scaling-book, "Sharded Matrices" (collectives on TPU tori: bidirectional wraparound rings, V / W per axis,
+  AllReduce = 2 × AllGather, AllToAll = AllGather / 4, per-hop latency T_hop = max(T_min, bytes / W)).
+- NCCL-T: nccl-tests doc/PERFORMANCE.md (bus bandwidth factors and ideal times).
+- DTB: Distributed Training Book, collective cost model (α-β costs of ring, tree, halving-doubling, hierarchical).
+- THAKUR: Thakur, Rabenseifner, Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005.
+- SB-GPU: scaling-book, "How to Think About GPUs" (NVSwitch collectives, SHARP all-reduce T = V / W).
+- NCCL: NVIDIA NCCL's protocols (LL: a 4-byte flag in every 8-byte store, so half the bytes are payload; Simple: full
+  payload, a memory fence and a flag per step) and its tuning model (src/graph/tuning.cc), whose per-step latencies
+  put Simple 2.8 µs above LL on an NVLink ring step (3.4 vs 0.6 µs) and 11.3 µs above on a network step (14 vs 2.7).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+Array = NDArray[np.float64]
+
+OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast", "reduce", "send_recv")
+ALGORITHMS = ("auto", "ring", "tree", "halving_doubling", "direct", "hierarchical", "in_switch")
+FabricKind = Literal["switch", "torus", "ring", "mesh", "fat_tree", "point_to_point"]
+Timing = Literal["alpha_beta", "per_hop_max", "nccl_protocols"]
+TIMINGS = ("alpha_beta", "per_hop_max", "nccl_protocols")
+
+
+def bus_factor(op: str, n: int) -> float:
+    """busbw / algbw of `op` on n devices (NCCL-T): 2(n−1)/n for all_reduce, (n−1)/n for all_gather,
+    reduce_scatter and all_to_all, 1 for broadcast, reduce and send_recv."""
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+# A GPU collective library call (NCCL/RCCL): kernel launch, argument set-up and the first handshake. llm-analysis
+# floors every intra-node collective at 8 µs (`intra_node_min_message_latency`, gpu_configs/*.json); nccl-tests
+# on A100 nodes bottom out at 9-10 µs for one step (aiconfigurator's A100 tables).
+GPU_LIBRARY_LAUNCH_S = 8e-6
+# Extra per-step latency of the full-bandwidth ("Simple") protocol over the low-latency one (NCCL, above).
+SIMPLE_SYNC_SCALE_UP_S = 2.8e-6
+SIMPLE_SYNC_SCALE_OUT_S = 11.3e-6
+LL_PAYLOAD = 0.5  # NCCL LL: 4 bytes of data and a 4-byte flag in each 8-byte store
+
+
+@dataclass(frozen=True)
+class Link:
+    """One fabric as a device on it sees it, SI units.
+
+    `bandwidth_bytes_per_s` is per direction: per device (all its ports) on a switch, per link on a ring or torus.
+    `hop_latency_s` is one step of a collective (one hop, or one handshake with a peer). `efficiency` is the fraction
+    of bandwidth large collectives reach; `launch_s` the fixed cost of one collective call.
+
+    `timing` says how steps add up:
+    - "alpha_beta": T = steps·α + bytes / B (DTB);
+    - "per_hop_max": transfers synchronised by the hardware (TPU ICI DMAs), latency and transfer overlap hop by
+      hop: T = max(steps·α, bytes / B) (SB-SH: T_hop = max(T_min, bytes / W));
+    - "nccl_protocols": a software library (NCCL, RCCL) with two protocols, α-β each, the faster taken: LL (half
+      the bytes are payload, α per step) and Simple (full payload, α + `simple_sync_s` per step) (NCCL).
+    """
+
+    bandwidth_bytes_per_s: float
+    hop_latency_s: float
+    efficiency: float = 1.0
+    launch_s: float = 0.0
+    timing: Timing = "alpha_beta"
+    simple_sync_s: float = 0.0
+    in_switch_reduction: bool = False
+    name: str = "link"
+
+    def __post_init__(self) -> None:
+        _positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
+        _non_negative("hop_latency_s", self.hop_latency_s)
+        _non_negative("launch_s", self.launch_s)
+        if not 0 < self.efficiency <= 1:
+            raise ValueError(f"efficiency must be in (0, 1], got {self.efficiency}")
+        _non_negative("simple_sync_s", self.simple_sync_s)
+        if self.timing not in TIMINGS:
+            raise ValueError(f"unknown timing {self.timing!r}; known: {', '.join(TIMINGS)}")
+
+    @property
+    def effective_bytes_per_s(self) -> float:
+        return self.bandwidth_bytes_per_s * self.efficiency
+
+
+@dataclass(frozen=True)
+class Ring:
+    """`devices` on a physical ring of links (one neighbour each way), used in one direction or both."""
+
+    devices: int
+    link: Link
+    bidirectional: bool = True
+
+    def __post_init__(self) -> None:
+        _devices("devices", self.devices)
+
+
+@dataclass(frozen=True)
+class Axis:
+    size: int
+    wraparound: bool = False
+
+
+@dataclass(frozen=True)
+class Torus:
+    """A torus (or mesh) of `axes`; the collective runs over the axes listed in `used` (default: all).
+
+    `link` is one link, per direction. An axis with wraparound is a bidirectional ring; without, a line, which
+    gives one direction's worth of bandwidth (SB-SH). On TPUs an axis has wraparound only when it is full.
+    """
+
+    axes: tuple[Axis, ...]
+    link: Link
+    used: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.axes:
+            raise ValueError("a torus needs at least one axis")
+        for i, axis in enumerate(self.axes):
+            if axis.size < 1:
+                raise ValueError(f"axes[{i}].size must be at least 1")
+        if self.used is not None:
+            if not self.used or len(set(self.used)) != len(self.used):
+                raise ValueError("used axes must be distinct and not empty")
+            for i in self.used:
+                if not 0 <= i < len(self.axes):
+                    raise ValueError(f"used axis {i} does not exist (the torus has {len(self.axes)} axes)")
+        if self.devices < 2:
+            raise ValueError("the collective must run over at least 2 devices (used axes of size ≥ 2)")
+
+    @property
+    def used_axes(self) -> tuple[Axis, ...]:
+        picked = range(len(self.axes)) if self.used is None else self.used
+        return tuple(self.axes[i] for i in picked if self.axes[i].size > 1)
+
+    @property
+    def devices(self) -> int:
+        return math.prod(a.size for a in self.used_axes)
+
+
+@dataclass(frozen=True)
+class Switch:
+    """`devices` on a switched fabric (NVSwitch, a full mesh): every device sends and receives at its full
+    per-device bandwidth to any peers at once."""
+
+    devices: int
+    link: Link
+
+    def __post_init__(self) -> None:
+        _devices("devices", self.devices)
+
+
+Flat = Ring | Torus | Switch
+
+
+@dataclass(frozen=True)
+class Hierarchical:
+    """Two levels: `inner` (G devices of one node or pod) and `outer` (N nodes; `outer.link` is each device's own
+    share of the scale-out fabric, e.g. one NIC per GPU). Devices = G × N."""
+
+    inner: Flat
+    outer: Flat
+
+    @property
+    def devices(self) -> int:
+        return self.inner.devices * self.outer.devices
+
+
+Topology = Ring | Torus | Switch | Hierarchical
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stage of a collective's schedule: `steps` latency steps moving `bytes_per_link` on the busiest link."""
+
+    name: str
+    fabric: str
+    steps: int
+    bytes_per_link: Array
+    latency_s: Array
+    bandwidth_s: Array
+    time_s: Array
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One algorithm with one protocol, evaluated at every size."""
+
+    algorithm: str
+    protocol: str
+    formula: str
+    source: str
+    phases: tuple[Phase, ...]
+    launch_s: float
+    time_s: Array
+    latency_s: Array
+    bandwidth_s: Array
+
+    @property
+    def steps(self) -> int:
+        return sum(p.steps for p in self.phases)
+
+    @property
+    def bytes_per_link(self) -> Array:
+        out: Array = np.sum([p.bytes_per_link for p in self.phases], axis=0)
+        return out
+
+
+@dataclass(frozen=True)
+class CollectiveEstimate:
+    """The cost of one collective at one or many sizes; arrays have the shape of `bytes`.
+
+    `time_s` = `latency_s` + `bandwidth_s` for library fabrics (α-β), max per hop for hardware-synchronised ones;
+    `bound` says which term is larger. `candidates` holds every algorithm and protocol considered, `choice` the index
+    of the one used at each size (the fastest, under `algorithm="auto"`).
+    """
+
+    op: str
+    devices: int
+    bytes: Array
+    time_s: Array
+    latency_s: Array
+    bandwidth_s: Array
+    algbw_bytes_per_s: Array
+    busbw_bytes_per_s: Array
+    bytes_per_link: Array
+    steps: NDArray[np.int64]
+    algorithm: NDArray[np.str_]
+    protocol: NDArray[np.str_]
+    bound: NDArray[np.str_]
+    choice: NDArray[np.int64]
+    candidates: tuple[Candidate, ...] = field(repr=False)
+
+    def chosen(self, index: int = 0) -> Candidate:
+        """The candidate used at flat position `index` (0 for a scalar size)."""
+        return self.candidates[int(self.choice.ravel()[index])]
+
+    @property
+    def formula(self) -> str:
+        return "; ".join(dict.fromkeys(self.candidates[int(i)].formula for i in np.unique(self.choice)))
+
+    @property
+    def source(self) -> str:
+        return "; ".join(dict.fromkeys(self.candidates[int(i)].source for i in np.unique(self.choice)))
+
+
+def _positive(name: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+
+
+def _non_negative(name: str, value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be non-negative and finite, got {value}")
+
+
+def _devices(name: str, value: int) -> None:
+    if value < 2:
+        raise ValueError(f"{name} must be at least 2 for a collective, got {value}")
+
+
+# --- schedules: (phase name, link, steps, bytes on the busiest link per direction) per algorithm ------------------
+
+_Step = tuple[str, Link, int, Array]
+
+
+def _log2(n: int) -> int:
+    return max(1, math.ceil(math.log2(n)))
+
+
+def _ring_a2a_load(n: int, bidirectional: bool) -> float:
+    """Bytes on the busiest link (per direction) of a ring all-to-all, per byte of each rank's send buffer: rank r
+    sends 1/n to r + k, k hops away. One direction: Σₖ k/n = (n−1)/2. Both ways, each piece takes the shorter way
+    (the antipodal one split): n/8 for even n, (n²−1)/(8n) for odd n (SB-SH's AllToAll = AllGather/4, exactly)."""
+    if not bidirectional:
+        return (n - 1) / 2
+    return n / 8 if n % 2 == 0 else (n * n - 1) / (8 * n)
+
+
+def _ring_schedule(op: str, v: Array, n: int, link: Link, bidirectional: bool, where: str = "") -> list[_Step]:
+    """A logical ring over n devices whose links (one per direction, or a switch port) run at `link` (DTB, THAKUR;
+    SB-SH for the bidirectional ring: each half of the data goes round one way)."""
+    dirs = 2 if bidirectional else 1
+    sweep = math.ceil((n - 1) / dirs)  # hops until every shard has reached every device
+    shard = (n - 1) / n / dirs * v
+    if op in ("all_gather", "reduce_scatter"):
+        return [(op + where, link, sweep, shard)]
+    if op == "all_reduce":
+        return [("reduce_scatter" + where, link, sweep, shard), ("all_gather" + where, link, sweep, shard)]
+    if op == "all_to_all":
+        return [(op + where, link, n // 2 if bidirectional else n - 1, _ring_a2a_load(n, bidirectional) * v)]
+    if op in ("broadcast", "reduce"):  # pipelined along the ring: every link carries the buffer once
+        return [(op + where, link, sweep, v / dirs)]
+    return [(op + where, link, 1, v)]  # send_recv between neighbours
+
+
+def _torus_schedule(op: str, v: Array, t: Torus) -> list[_Step]:
+    """Rings along every used axis at once (SB-SH). A wraparound axis is a bidirectional ring (2 links into each
+    chip), a line gives one direction's worth (1): gathers take (N−1)/N · V / (W · Σ dirs), → V / (W_bidi · axes)
+    for k wraparound axes; the latency floor is one hop per step to the farthest chip, Σ ⌊k/2⌋ (wraparound) or k−1."""
+    axes = t.used_axes
+    n = t.devices
+    dirs = sum(2 if a.wraparound else 1 for a in axes)
+    hops = sum(a.size // 2 if a.wraparound else a.size - 1 for a in axes)
+    link = t.link
+    gather = (n - 1) / n / dirs * v
+    if op in ("all_gather", "reduce_scatter"):
+        return [(op, link, hops, gather)]
+    if op == "all_reduce":  # reduce-scatter then all-gather: 2 × all-gather (SB-SH)
+        return [("reduce_scatter", link, hops, gather), ("all_gather", link, hops, gather)]
+    if op == "all_to_all":
+        # Dimension-ordered: along axis i every chip moves, per byte of its buffer, the load of a ring all-to-all
+        # over that axis; the axes run at once, the busiest one sets the time.
+        load = max(_ring_a2a_load(a.size, a.wraparound) for a in axes)
+        return [(op, link, hops, load * v)]
+    if op in ("broadcast", "reduce"):  # pipelined over every link out of (into) the root
+        return [(op, link, hops, v / dirs)]
+    return [(op, link, 1, v)]  # send_recv between neighbours
+
+
+def _switch_schedule(op: str, algorithm: str, v: Array, n: int, link: Link) -> list[list[_Step]]:
+    """Alternatives of one algorithm on a switch (each device sends and receives `link` bandwidth at once)."""
+    frac = (n - 1) / n * v
+    if algorithm == "ring":
+        return [_ring_schedule(op, v, n, link, bidirectional=False)]
+    if algorithm == "direct":
+        # Every device writes to (reads from) all peers at once: one step per exchange (TensorRT-LLM/vLLM custom
+        # all-reduce: one-shot reads all n−1 peers' buffers, two-shot is a direct reduce-scatter + all-gather).
+        if op in ("all_gather", "reduce_scatter"):
+            return [[(op, link, 1, frac)]]
+        if op == "all_reduce":
+            two_shot = [("reduce_scatter", link, 1, frac), ("all_gather", link, 1, frac)]
+            return [[("one_shot", link, 1, (n - 1) * v)], two_shot]
+        if op == "all_to_all":  # pairwise exchanges, one handshake per peer (DTB: (P−1)·α)
+            return [[(op, link, n - 1, frac)]]
+        if op in ("broadcast", "reduce"):  # the root sends (receives) the whole buffer to (from) every peer
+            return [[(op, link, 1, (n - 1) * v)]]
+        return [[(op, link, 1, v)]]
+    if algorithm == "tree":
+        # Pipelined (double) binary trees: a reduce up and a broadcast down, ⌈log2 n⌉ steps each; each device
+        # sends and receives about the whole buffer per direction (DTB; NCCL-T's lower bound V/B for a broadcast).
+        depth = _log2(n)
+        if op == "all_reduce":
+            return [[("reduce", link, depth, v), ("broadcast", link, depth, v)]]
+        if op in ("broadcast", "reduce"):
+            return [[(op, link, depth, v)]]
+        return []
+    if algorithm == "halving_doubling":
+        if n & (n - 1):
+            return []
+        depth = _log2(n)  # log2 n exchanges with partners at distance n/2, n/4, … (THAKUR)
+        if op in ("all_gather", "reduce_scatter"):
+            return [[(op, link, depth, frac)]]
+        if op == "all_reduce":  # Rabenseifner: reduce-scatter by halving, all-gather by doubling
+            return [[("reduce_scatter", link, depth, frac), ("all_gather", link, depth, frac)]]
+        if op in ("broadcast", "reduce"):  # scatter + all-gather (van de Geijn), or reduce-scatter + gather
+            first, second = ("scatter", "all_gather") if op == "broadcast" else ("reduce_scatter", "gather")
+            return [[(first, link, depth, frac), (second, link, depth, frac)]]
+        return []
+    if algorithm == "in_switch" and link.in_switch_reduction:
+        # The switch reduces and multicasts (NVLS, SHARP): each device sends its buffer once and receives the
+        # result once, V/W instead of 2(n−1)/n·V/W for all-reduce (SB-GPU; measured gain ~1.3×, not 2×).
+        if op == "all_reduce":
+            return [[("reduce_in_switch", link, 1, v), ("multicast", link, 1, v)]]
+        if op in ("all_gather", "reduce_scatter"):
+            return [[(op, link, 1, frac)]]
+        if op in ("broadcast", "reduce"):
+            return [[(op, link, 1, v)]]
+        return []
+    return []
+
+
+def _flat_schedules(op: str, algorithm: str, v: Array, topo: Flat, where: str = "") -> list[list[_Step]]:
+    if isinstance(topo, Switch):
+        found = _switch_schedule(op, algorithm, v, topo.devices, topo.link)
+        return [[(name + where, link, steps, b) for name, link, steps, b in s] for s in found]
+    if algorithm != "ring":
+        return []
+    if isinstance(topo, Ring):
+        return [_ring_schedule(op, v, topo.devices, topo.link, topo.bidirectional, where)]
+    return [[(name + where, link, steps, b) for name, link, steps, b in _torus_schedule(op, v, topo)]]
+
+
+def _slowest(a: Link, b: Link, bandwidth: float, name: str) -> Link:
+    """One link standing for a path through both levels: the worse latency and sync, the given bandwidth."""
+    timing: Timing = "alpha_beta"
+    for t in ("nccl_protocols", "per_hop_max"):
+        if t in (a.timing, b.timing):
+            timing = t
+            break
+    return Link(
+        bandwidth_bytes_per_s=bandwidth, hop_latency_s=max(a.hop_latency_s, b.hop_latency_s), efficiency=1.0,
+        launch_s=max(a.launch_s, b.launch_s), timing=timing, simple_sync_s=max(a.simple_sync_s, b.simple_sync_s),
+        name=name,
+    )  # fmt: skip
+
+
+def _hierarchical_schedules(op: str, algorithm: str, v: Array, h: Hierarchical) -> list[list[_Step]]:
+    g, nodes = h.inner.devices, h.outer.devices
+    inner = " within nodes"
+    outer = " across nodes"
+    if algorithm == "hierarchical":
+
+        def level(sub_op: str, size: Array, topo: Flat, where: str) -> list[_Step]:
+            return _flat_schedules(sub_op, "ring", size, topo, where)[0]
+
+        # Reduce-scatter inside the node, the collective on 1/G of the data across nodes (each device over its own
+        # share of the scale-out fabric), all-gather inside the node (DTB's hierarchical all-reduce).
+        if op == "all_reduce":
+            return [
+                level("reduce_scatter", v, h.inner, inner) + level("all_reduce", v / g, h.outer, outer)
+                + level("all_gather", v, h.inner, inner)
+            ]  # fmt: skip
+        if op == "reduce_scatter":
+            return [level("reduce_scatter", v, h.inner, inner) + level("reduce_scatter", v / g, h.outer, outer)]
+        if op == "all_gather":
+            return [level("all_gather", v / g, h.outer, outer) + level("all_gather", v, h.inner, inner)]
+        if op == "all_to_all":
+            # Shuffle inside the node so that each device holds what its peer rail sends to every other node,
+            # then exchange across nodes: (G−1)/G of the buffer inside, (N−1)/N across.
+            inside = [(op + inner, h.inner.link, g - 1, (g - 1) / g * v)] if g > 1 else []
+            return [[*inside, (op + outer, h.outer.link, nodes - 1, (nodes - 1) / nodes * v)]]
+        if op == "broadcast":
+            return [level("broadcast", v, h.outer, outer) + level("broadcast", v, h.inner, inner)]
+        if op == "reduce":
+            return [level("reduce", v, h.inner, inner) + level("reduce", v, h.outer, outer)]
+        return [[(op + outer, h.outer.link, 1, v)]]  # send_recv between devices of two nodes
+    if algorithm == "ring":
+        # One flat ring through every device: each step waits for the slower level. A node's G devices each drive
+        # their own scale-out share, so the rings crossing nodes run at min(inner, G × outer) per device.
+        bw = min(h.inner.link.effective_bytes_per_s, g * h.outer.link.effective_bytes_per_s)
+        link = _slowest(h.inner.link, h.outer.link, bw, f"{h.inner.link.name} + {h.outer.link.name}")
+        if op == "send_recv":
+            return [[(op + outer, h.outer.link, 1, v)]]
+        return [_ring_schedule(op, v, g * nodes, link, bidirectional=False)]
+    return []
+
+
+_FORMULAS = {
+    ("ring", "all_gather"): "(n−1)·α + (n−1)/n·V/B",
+    ("ring", "reduce_scatter"): "(n−1)·α + (n−1)/n·V/B",
+    ("ring", "all_reduce"): "2(n−1)·α + 2(n−1)/n·V/B (reduce-scatter + all-gather)",
+    ("ring", "all_to_all"): "(n−1)·α + (n−1)/2·V/B (piece k goes k hops)",
+    ("ring", "broadcast"): "(n−1)·α + V/B (pipelined)",
+    ("ring", "reduce"): "(n−1)·α + V/B (pipelined)",
+    ("ring", "send_recv"): "α + V/B",
+    ("direct", "all_gather"): "α + (n−1)/n·V/B",
+    ("direct", "reduce_scatter"): "α + (n−1)/n·V/B",
+    ("direct", "all_reduce"): "min(α + (n−1)·V/B one-shot, 2α + 2(n−1)/n·V/B two-shot)",
+    ("direct", "all_to_all"): "(n−1)·α + (n−1)/n·V/B",
+    ("direct", "broadcast"): "α + (n−1)·V/B",
+    ("direct", "reduce"): "α + (n−1)·V/B",
+    ("direct", "send_recv"): "α + V/B",
+    ("tree", "all_reduce"): "2⌈log2 n⌉·α + 2·V/B (pipelined binary trees)",
+    ("tree", "broadcast"): "⌈log2 n⌉·α + V/B",
+    ("tree", "reduce"): "⌈log2 n⌉·α + V/B",
+    ("halving_doubling", "all_gather"): "log2 n·α + (n−1)/n·V/B",
+    ("halving_doubling", "reduce_scatter"): "log2 n·α + (n−1)/n·V/B",
+    ("halving_doubling", "all_reduce"): "2·log2 n·α + 2(n−1)/n·V/B",
+    ("halving_doubling", "broadcast"): "2·log2 n·α + 2(n−1)/n·V/B (scatter + all-gather)",
+    ("halving_doubling", "reduce"): "2·log2 n·α + 2(n−1)/n·V/B (reduce-scatter + gather)",
+    ("in_switch", "all_reduce"): "2α + V/B (the switch reduces and multicasts)",
+    ("in_switch", "all_gather"): "α + (n−1)/n·V/B (multicast)",
+    ("in_switch", "reduce_scatter"): "α + (n−1)/n·V/B (in-switch reduction)",
+    ("in_switch", "broadcast"): "α + V/B (multicast)",
+    ("in_switch", "reduce"): "α + V/B",
+}
+_SOURCES = {
+    "ring": "DTB; THAKUR; NCCL-T (PERFORMANCE.md)",
+    "direct": "DTB (pairwise); TensorRT-LLM custom all-reduce (one-shot, two-shot)",
+    "tree": "DTB; NCCL-T",
+    "halving_doubling": "THAKUR (Rabenseifner; recursive halving-doubling); DTB",
+    "in_switch": "SB-GPU (SHARP / NVLS all-reduce T = V/W)",
+    "hierarchical": "DTB (hierarchical all-reduce: RS inside, AR across, AG inside)",
+}
+
+
+def _formula(topo: Topology, algorithm: str, op: str) -> tuple[str, str]:
+    if isinstance(topo, Torus):
+        return (
+            {
+                "all_gather": "max(Σ hops·α, (N−1)/N·V/(W·Σ dirs)); W_bidi = 2W on a wraparound axis",
+                "reduce_scatter": "max(Σ hops·α, (N−1)/N·V/(W·Σ dirs)); W_bidi = 2W on a wraparound axis",
+                "all_reduce": "2 × all_gather (reduce-scatter + all-gather)",
+                "all_to_all": "max(Σ hops·α, max over axes of ring all-to-all load·V/W) = all_gather/4 when wrapped",
+                "broadcast": "max(Σ hops·α, V/(W·Σ dirs))",
+                "reduce": "max(Σ hops·α, V/(W·Σ dirs))",
+                "send_recv": "max(α, V/W)",
+            }[op],
+            "SB-SH (collectives on a TPU torus)",
+        )
+    if isinstance(topo, Ring) and topo.bidirectional and op in ("all_gather", "reduce_scatter", "all_reduce"):
+        base = _FORMULAS[("ring", op)].replace("V/B", "V/(2B)").replace("(n−1)·α", "⌈(n−1)/2⌉·α")
+        return base + " (both directions: half the bandwidth term)", "SB-SH; DTB"
+    if algorithm == "hierarchical":
+        return {
+            "all_reduce": "RS_inner(V) + AR_outer(V/G) + AG_inner(V)",
+            "reduce_scatter": "RS_inner(V) + RS_outer(V/G)",
+            "all_gather": "AG_outer(V/G) + AG_inner(V)",
+            "all_to_all": "(G−1)·α + (G−1)/G·V/B_inner + (N−1)·α' + (N−1)/N·V/B_outer",
+            "broadcast": "broadcast_outer(V) + broadcast_inner(V)",
+            "reduce": "reduce_inner(V) + reduce_outer(V)",
+            "send_recv": "α' + V/B_outer",
+        }[op], _SOURCES["hierarchical"]
+    if isinstance(topo, Hierarchical):  # flat ring over both levels
+        return _FORMULAS[("ring", op)] + ", B = min(B_inner, G·B_outer)", _SOURCES["ring"]
+    return _FORMULAS[(algorithm, op)], _SOURCES[algorithm]
+
+
+def _links(topo: Topology) -> list[Link]:
+    if isinstance(topo, Hierarchical):
+        return [topo.inner.link, topo.outer.link]
+    return [topo.link]
+
+
+def _protocols(topo: Topology) -> list[str]:
+    timings = {link.timing for link in _links(topo)}
+    if "nccl_protocols" in timings:
+        return ["ll", "simple"]
+    return ["hardware"] if timings == {"per_hop_max"} else ["alpha_beta"]
+
+
+def _cost(steps_list: list[_Step], protocol: str) -> tuple[tuple[Phase, ...], Array, Array, Array]:
+    phases: list[Phase] = []
+    latency: Array = np.zeros(np.shape(steps_list[0][3]))
+    bandwidth = np.zeros_like(latency)
+    total = np.zeros_like(latency)
+    for name, link, steps, link_bytes in steps_list:
+        b = np.asarray(link_bytes, dtype=np.float64)
+        if link.timing == "per_hop_max":  # hardware-synchronised: each hop is latency- or bandwidth-bound (SB-SH)
+            lat = np.full_like(b, steps * link.hop_latency_s)
+            bw = b / link.effective_bytes_per_s
+            t = np.maximum(lat, bw)
+        else:
+            payload, sync = 1.0, 0.0
+            if link.timing == "nccl_protocols":
+                payload, sync = (LL_PAYLOAD, 0.0) if protocol == "ll" else (1.0, link.simple_sync_s)
+            lat = np.full_like(b, steps * (link.hop_latency_s + sync))
+            bw = b / (link.effective_bytes_per_s * payload)
+            t = lat + bw
+        phases.append(Phase(name, link.name, steps, b, lat, bw, t))
+        latency = latency + lat
+        bandwidth = bandwidth + bw
+        total = total + t
+    return tuple(phases), latency, bandwidth, total
+
+
+def _candidates(op: str, algorithm: str, v: Array, topo: Topology) -> list[Candidate]:
+    if isinstance(topo, Hierarchical):
+        schedules = _hierarchical_schedules(op, algorithm, v, topo)
+    else:
+        schedules = _flat_schedules(op, algorithm, v, topo)
+    launch = max(link.launch_s for link in _links(topo))
+    formula, source = _formula(topo, algorithm, op) if schedules else ("", "")
+    out = []
+    for schedule in schedules:
+        for protocol in _protocols(topo):
+            phases, lat, bw, t = _cost(schedule, protocol)
+            out.append(Candidate(algorithm, protocol, formula, source, phases, launch, launch + t, launch + lat, bw))
+    return out
+
+
+def _algorithms_for(topo: Topology) -> tuple[str, ...]:
+    if isinstance(topo, Switch):
+        return ("ring", "direct", "tree", "halving_doubling", "in_switch")
+    if isinstance(topo, Hierarchical):
+        return ("hierarchical", "ring")
+    return ("ring",)
+
+
+def collective(
+    op: str, bytes_: float | Sequence[float] | Array, topology: Topology, algorithm: str = "auto"
+) -> CollectiveEstimate:
+    """Time of collective `op` on `bytes_` (nccl-tests convention, see the module docstring) over `topology`.
+
+    `bytes_` is a number or an array of any shape (all results take its shape). `algorithm` is one of
+    ring, tree, halving_doubling, direct, hierarchical, in_switch, or auto (the fastest that applies, per size).
+    Raises ValueError naming the problem for an unknown op or algorithm, an algorithm the topology cannot run
+    (halving-doubling on a non-power of two, in-switch reduction without it), or non-positive bytes.
+    """
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; known: {', '.join(OPS)}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
+    v = np.asarray(bytes_, dtype=np.float64)
+    if not np.all(np.isfinite(v)) or np.any(v <= 0):
+        raise ValueError("bytes must be positive and finite")
+    names = _algorithms_for(topology) if algorithm == "auto" else (algorithm,)
+    candidates = [c for name in names for c in _candidates(op, name, v, topology)]
+    if not candidates:
+        raise ValueError(_why_not(op, algorithm, topology))
+    times = np.stack([np.broadcast_to(c.time_s, v.shape) for c in candidates])
+    choice = np.argmin(times, axis=0).astype(np.int64)
+
+    def pick(values: list[Array]) -> Array:
+        stacked = np.stack([np.broadcast_to(x, v.shape) for x in values])
+        out: Array = np.take_along_axis(stacked, choice[np.newaxis, ...], axis=0)[0]
+        return out
+
+    time_s = pick([c.time_s for c in candidates])
+    latency_s = pick([c.latency_s for c in candidates])
+    bandwidth_s = pick([c.bandwidth_s for c in candidates])
+    n = topology.devices
+    algbw = v / time_s
+    return CollectiveEstimate(
+        op=op,
+        devices=n,
+        bytes=v,
+        time_s=time_s,
+        latency_s=latency_s,
+        bandwidth_s=bandwidth_s,
+        algbw_bytes_per_s=algbw,
+        busbw_bytes_per_s=algbw * bus_factor(op, n),
+        bytes_per_link=pick([c.bytes_per_link for c in candidates]),
+        steps=np.asarray([c.steps for c in candidates], dtype=np.int64)[choice],
+        algorithm=np.asarray([c.algorithm for c in candidates])[choice],
+        protocol=np.asarray([c.protocol for c in candidates])[choice],
+        bound=np.where(latency_s > bandwidth_s, "latency", "bandwidth"),
+        choice=choice,
+        candidates=tuple(candidates),
+    )
+
+
+def _why_not(op: str, algorithm: str, topo: Topology) -> str:
+    kind = type(topo).__name__.lower()
+    if algorithm == "halving_doubling" and isinstance(topo, Switch) and topo.devices & (topo.devices - 1):
+        return f"halving_doubling needs a power-of-two number of devices, got {topo.devices}"
+    if algorithm == "in_switch" and isinstance(topo, Switch) and not topo.link.in_switch_reduction:
+        return "in_switch needs a switch that reduces (in_switch_reduction: NVLS / SHARP)"
+    supported = _algorithms_for(topo)
+    if algorithm not in supported:
+        return f"a {kind} topology runs {', '.join(supported)}, not {algorithm}"
+    return f"{algorithm} does not implement {op} on a {kind} topology"
+
+
+# --- a device's own fabric ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A hardware profile's interconnect level, as the catalogue states it (schemas.hardware.Link), SI units."""
+
+    kind: FabricKind
+    bandwidth_per_direction_bytes_per_s: float
+    hop_latency_s: float
+    name: str = "fabric"
+    link_bandwidth_per_direction_bytes_per_s: float | None = None
+    domain_devices: int | None = None
+    torus_dims: tuple[int, ...] | None = None
+    wraparound_axis_multiple: int | None = None
+
+
+def _library_link(f: Fabric, bandwidth: float, efficiency: float, scale_out: bool) -> Link:
+    sync = SIMPLE_SYNC_SCALE_OUT_S if scale_out else SIMPLE_SYNC_SCALE_UP_S
+    return Link(bandwidth, f.hop_latency_s, efficiency, GPU_LIBRARY_LAUNCH_S, "nccl_protocols", sync, name=f.name)
+
+
+def _torus_axes(devices: int, dims: tuple[int, ...], multiple: int) -> tuple[Axis, ...]:
+    """A slice of `devices` chips: fill the axes in order, each with the largest divisor that fits, so whole axes
+    (which have wraparound) come first. An axis wraps when its size is a multiple of `multiple`."""
+    axes, left = [], devices
+    for dim in dims:
+        size = max(d for d in range(1, min(dim, left) + 1) if left % d == 0)
+        if size > 1:
+            axes.append(Axis(size, size % multiple == 0))
+        left //= size
+    if left != 1:
+        raise ValueError(f"{devices} devices do not form a slice of a {'x'.join(map(str, dims))} torus")
+    return tuple(axes)
+
+
+def _level(f: Fabric, devices: int, efficiency: float, launch_s: float, scale_out: bool) -> Flat:
+    if f.kind == "torus":
+        if f.torus_dims is None or f.wraparound_axis_multiple is None:
+            raise ValueError(f"{f.name}: a torus needs torus_dims and wraparound_axis_multiple")
+        per_link = f.link_bandwidth_per_direction_bytes_per_s or f.bandwidth_per_direction_bytes_per_s
+        link = Link(per_link, f.hop_latency_s, efficiency, launch_s, "per_hop_max", name=f.name)
+        return Torus(_torus_axes(devices, f.torus_dims, f.wraparound_axis_multiple), link)
+    if f.kind == "ring":
+        per_link = f.link_bandwidth_per_direction_bytes_per_s or f.bandwidth_per_direction_bytes_per_s / 2
+        return Ring(devices, Link(per_link, f.hop_latency_s, efficiency, launch_s, "per_hop_max", name=f.name))
+    bandwidth = f.bandwidth_per_direction_bytes_per_s
+    if f.kind == "mesh" and f.domain_devices and f.domain_devices > 2:
+        # A full mesh splits a device's bandwidth over its peers; only links to participants carry data.
+        bandwidth *= min(1.0, (devices - 1) / (f.domain_devices - 1))
+    return Switch(devices, _library_link(f, bandwidth, efficiency, scale_out))
+
+
+def device_topology(
+    devices: int,
+    scale_up: Fabric | None,
+    scale_out: Fabric | None = None,
+    *,
+    efficiency: float = 1.0,
+    launch_s: float = 0.0,
+) -> Topology:
+    """The topology `devices` devices of one hardware profile use for a collective.
+
+    Up to the scale-up domain (NVLink/NVSwitch, Infinity Fabric, TPU ICI) the collective stays on it; beyond, the
+    devices form nodes (or pods) of `domain_devices` joined by `scale_out`, a two-level hierarchy. Switched and mesh
+    fabrics are costed as a GPU collective library (`GPU_LIBRARY_LAUNCH_S` per call, LL/Simple protocols); tori and
+    rings as hardware-synchronised transfers with `launch_s` (the device's kernel launch) per call. `efficiency` is
+    the profile's interconnect efficiency. Raises ValueError when the devices do not fit the profile's fabrics.
+    """
+    _devices("devices", devices)
+    if scale_up is None:
+        if scale_out is None:
+            raise ValueError("the profile has no interconnect for a collective")
+        return _level(scale_out, devices, efficiency, launch_s, scale_out=True)
+    domain = scale_up.domain_devices or devices
+    if scale_up.kind == "torus" and scale_up.torus_dims:
+        domain = min(domain, math.prod(scale_up.torus_dims))
+    if devices <= domain:
+        return _level(scale_up, devices, efficiency, launch_s, scale_out=False)
+    if scale_out is None:
+        raise ValueError(f"{devices} devices exceed the {domain}-device {scale_up.name} domain and the profile has "
+                         "no scale-out fabric")  # fmt: skip
+    if devices % domain:
+        raise ValueError(f"{devices} devices are not whole nodes of {domain} ({scale_up.name})")
+    inner = _level(scale_up, domain, efficiency, launch_s, scale_out=False)
+    outer = _level(scale_out, devices // domain, efficiency, launch_s, scale_out=True)
+    return Hierarchical(inner, outer)
+
+
+def with_link(topology: Topology, **changes: object) -> Topology:
+    """The same topology with fields of every link replaced (e.g. `efficiency=0.7`, `launch_s=2.5e-6`)."""
+    if isinstance(topology, Hierarchical):
+        return Hierarchical(_flat_with_link(topology.inner, changes), _flat_with_link(topology.outer, changes))
+    return _flat_with_link(topology, changes)
+
+
+def _flat_with_link(topology: Flat, changes: dict[str, object]) -> Flat:
+    return replace(topology, link=replace(topology.link, **changes))  # type: ignore[arg-type]
