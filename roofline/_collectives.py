@@ -374,8 +374,8 @@ def _switch_schedule(op: str, algorithm: str, v: Array, n: int, link: Link) -> l
     if algorithm == "in_switch" and link.in_switch_reduction:
         # The switch reduces and multicasts (NVLS, SHARP): each device sends its buffer once and receives the
         # result once, V/W instead of 2(n−1)/n·V/W for all-reduce (SB-GPU; measured gain ~1.3×, not 2×).
-        if op == "all_reduce":
-            return [[("reduce_in_switch", link, 1, v), ("multicast", link, 1, v)]]
+        if op == "all_reduce":  # up to the switch and back down run in opposite directions of the port at once
+            return [[("reduce_and_multicast", link, 2, v)]]
         if op in ("all_gather", "reduce_scatter"):
             return [[(op, link, 1, frac)]]
         if op in ("broadcast", "reduce"):

@@ -52,13 +52,6 @@ class Timing(StrEnum):
     nccl_protocols = "nccl_protocols"
 
 
-class TopologyKind(StrEnum):
-    ring = "ring"
-    torus = "torus"
-    switch = "switch"
-    hierarchical = "hierarchical"
-
-
 class LinkOverrides(InputModel):
     """Figures of one fabric. On a switch, bandwidth is per device (all its ports); on a ring or torus, per link.
     Bandwidths are per direction."""
@@ -83,7 +76,7 @@ class TorusAxis(InputModel):
 
 
 class FlatTopology(LinkOverrides):
-    kind: Literal[TopologyKind.ring, TopologyKind.torus, TopologyKind.switch]
+    kind: Literal["ring", "torus", "switch"]
     devices: Devices | None = Field(default=None, description="Ring or switch: number of devices.")
     bidirectional: bool = Field(default=True, description="Ring: both directions of every link carry data.")
     axes: list[TorusAxis] | None = Field(default=None, min_length=1, max_length=8, description="Torus: the axes.")
@@ -93,16 +86,16 @@ class FlatTopology(LinkOverrides):
 
     @model_validator(mode="after")
     def _shape(self) -> FlatTopology:
-        if self.kind is TopologyKind.torus:
+        if self.kind == "torus":
             if self.axes is None:
                 raise ValueError("a torus needs axes")
             if self.devices is not None:
                 raise ValueError("a torus takes axes, not devices")
         else:
             if self.devices is None:
-                raise ValueError(f"a {self.kind.value} needs devices")
+                raise ValueError(f"a {self.kind} needs devices")
             if self.axes is not None or self.collective_axes is not None:
-                raise ValueError(f"axes and collective_axes are for a torus, not a {self.kind.value}")
+                raise ValueError(f"axes and collective_axes are for a torus, not a {self.kind}")
         return self
 
 
@@ -110,7 +103,7 @@ class HierarchicalTopology(InputModel):
     """G devices per node on `inner`, N nodes on `outer` (its link is each device's share of the scale-out
     fabric, e.g. one NIC per GPU)."""
 
-    kind: Literal[TopologyKind.hierarchical]
+    kind: Literal["hierarchical"]
     inner: FlatTopology
     outer: FlatTopology
 
@@ -165,13 +158,15 @@ class CollectiveRequest(InputModel):
 def _plain_paths(err: ValidationError) -> ValidationError:
     """Paths as the client wrote them: without the union tags pydantic inserts (`hardware.profile.memory` →
     `hardware.memory`, `topology.hierarchical.inner` → `topology.inner`)."""
-    tags = {"slug", "profile", *(k.value for k in TopologyKind)}
+    tags = {"slug", "profile", "ring", "torus", "switch", "hierarchical"}
     errors: list[InitErrorDetails] = []
     for e in err.errors():
         loc = tuple(
             part for i, part in enumerate(e["loc"]) if not (i == 1 and e["loc"][0] in ("hardware", "topology")
                                                            and part in tags)
         )  # fmt: skip
+        if e["type"] in ("union_tag_invalid", "union_tag_not_found") and loc[:1] == ("topology",):
+            loc = (*loc, "kind")  # the field at fault is the discriminator
         detail = InitErrorDetails(type=e["type"], loc=loc, input=e["input"])
         if "ctx" in e:
             detail["ctx"] = e["ctx"]

@@ -53,12 +53,14 @@ def device_topology(
 
 
 def _link(level: FlatTopology, body: CollectiveRequest, where: str, scale_out: bool) -> roofline.Link:
+    # A flat topology takes its figures from the request's top level (the field to name when they are missing).
+    named = "body" if where == "body.topology" else where
     bandwidth = level.link_bandwidth_bytes_per_s or body.link_bandwidth_bytes_per_s
     if bandwidth is None:
-        raise invalid(f"{where}.link_bandwidth_bytes_per_s", "the link bandwidth (per direction) is required")
+        raise invalid(f"{named}.link_bandwidth_bytes_per_s", "the link bandwidth (per direction) is required")
     latency = level.hop_latency_s if level.hop_latency_s is not None else body.hop_latency_s
     if latency is None:
-        raise invalid(f"{where}.hop_latency_s", "the per-hop latency is required")
+        raise invalid(f"{named}.hop_latency_s", "the per-hop latency is required")
     launch = level.launch_s if level.launch_s is not None else body.launch_s
     timing: roofline.Timing = "alpha_beta" if level.kind == "switch" else "per_hop_max"
     if level.timing is not None:
