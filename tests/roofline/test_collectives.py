@@ -240,15 +240,19 @@ def test_device_topology_of_a_tpu_slice_wraps_only_whole_axes() -> None:
     assert slice_.axes == (rl.Axis(16, True), rl.Axis(4, False))  # 16 × 4: only the full axis wraps
     assert slice_.link.bandwidth_bytes_per_s == 50e9 and slice_.link.timing == "per_hop_max"
     v4 = rl.Fabric("torus", 270e9, 1e-6, "ICI", 45e9, 4096, (16, 16, 16), 4)
-    assert rl.device_topology(64, v4).axes == (rl.Axis(16, True), rl.Axis(4, True))  # cubes of 4 wrap
+    cube = rl.device_topology(64, v4)
+    assert isinstance(cube, rl.Torus)
+    assert cube.axes == (rl.Axis(16, True), rl.Axis(4, True))  # cubes of 4 wrap
     with pytest.raises(ValueError, match="slice"):
         rl.device_topology(17, v5e)
 
 
 def test_a_full_mesh_shares_a_devices_bandwidth_among_its_peers() -> None:
     mesh = rl.Fabric("mesh", 448e9, 1e-6, "Infinity Fabric", 64e9, domain_devices=8)
-    assert rl.device_topology(8, mesh).link.bandwidth_bytes_per_s == 448e9
-    assert rl.device_topology(2, mesh).link.bandwidth_bytes_per_s == pytest.approx(448e9 / 7)  # one peer link
+    node, pair = rl.device_topology(8, mesh), rl.device_topology(2, mesh)
+    assert isinstance(node, rl.Switch) and isinstance(pair, rl.Switch)
+    assert node.link.bandwidth_bytes_per_s == 448e9
+    assert pair.link.bandwidth_bytes_per_s == pytest.approx(448e9 / 7)  # one peer link
 
 
 def test_with_link_changes_every_level() -> None:
