@@ -10,6 +10,7 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from service.benchmarks.router import router as benchmarks_router
+from service.calibrations.router import router as calibrations_router
 from service.collectives.router import router as collectives_router
 from service.db import make_engine, make_sessionmaker
 from service.errors import install_error_handlers
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         models_router,
         estimates_router,
         benchmarks_router,
+        calibrations_router,
         collectives_router,
     ):
         _docstring_summaries(router)

@@ -217,3 +217,10 @@ COLLECTIVE_EXAMPLES = {
         },
     ),
 }
+
+CALIBRATION_EXAMPLES = {
+    "a100-gemm": Example(
+        summary="Fit the A100's bf16 GEMMs, holding half out",
+        value={"hardware": "a100-sxm-80gb", "op_families": ["matmul"], "dtype": "bf16", "holdout_fraction": 0.5},
+    ),
+}

@@ -66,7 +66,7 @@ def _numeric_annotation(annotation: Any) -> bool:
 
 
 @functools.cache
-def _fields(cls: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def size_fields(cls: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """A leaf op class's size fields (always numbers), optional size fields (a number or unset) and the rest."""
     sizes, optional, others = [], [], []
     for name, info in cls.model_fields.items():
@@ -89,7 +89,7 @@ def template_key(op: BaseModel) -> tuple[Any, ...]:
     """What must be equal for two ops to share one vectorised call: the kind, every non-size field, and which
     optional size fields are unset (attention's kv_heads)."""
     cls = type(op)
-    _, optional, others = _fields(cls)
+    _, optional, others = size_fields(cls)
     values = op.__dict__
     return (
         cls,
@@ -99,7 +99,7 @@ def template_key(op: BaseModel) -> tuple[Any, ...]:
 
 
 def numeric_fields(op: BaseModel) -> list[str]:
-    sizes, optional, _ = _fields(type(op))
+    sizes, optional, _ = size_fields(type(op))
     return [*sizes, *(name for name in optional if getattr(op, name) is not None)]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import pydantic_core
 from sqlalchemy import Select, Table, exists, func, insert, select
@@ -25,8 +25,7 @@ class RunFilters:
     until: datetime | None = None
 
 
-RESULTS = BenchmarkResult.__table__
-assert isinstance(RESULTS, Table)
+RESULTS = cast(Table, BenchmarkResult.__table__)
 
 
 class BenchmarkRepository:
@@ -57,7 +56,7 @@ class BenchmarkRepository:
             return
         # COPY's text format takes a JSON document as its text.
         columns = {**columns, "op": [pydantic_core.to_json(doc).decode() for doc in columns["op"]]}
-        raw = connection.connection.dbapi_connection
+        raw = connection.connection.driver_connection  # the psycopg connection, in this transaction
         assert raw is not None
         with raw.cursor() as cursor, cursor.copy(f"COPY {RESULTS.name} ({', '.join(names)}) FROM STDIN") as copy:
             for row in zip(*columns.values(), strict=True):

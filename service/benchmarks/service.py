@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,11 @@ from service.errors import Conflict, NotFound, Unprocessable, validation_message
 from service.orm import BenchmarkResult, BenchmarkRun, utcnow
 
 _OPS: TypeAdapter[list[ResultOp]] = TypeAdapter(list[ResultOp])
+
+
+def as_utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they were stored in UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _nullable(values: NDArray[np.float64]) -> list[float | None]:
@@ -76,7 +82,7 @@ def created(run: BenchmarkRun) -> BenchmarkRunCreated:
         calibrated=run.calibrated_count,
         calibration_id=run.calibration_id,
         median_measured_over_predicted=run.median_measured_over_predicted,
-        created_at=run.created_at,
+        created_at=as_utc(run.created_at),
     )
 
 
@@ -195,7 +201,7 @@ def _run_read(run: BenchmarkRun, key_names: dict[int, str]) -> BenchmarkRunRead:
         results=run.result_count,
         median_measured_over_predicted=run.median_measured_over_predicted,
         api_key=key_names.get(run.api_key_id) if run.api_key_id is not None else None,
-        created_at=run.created_at,
+        created_at=as_utc(run.created_at),
     )
 
 

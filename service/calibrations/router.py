@@ -1,0 +1,47 @@
+"""HTTP routes for calibrations."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Path, Query
+
+from schemas.calibrations import CalibrationCreate, CalibrationRead
+from schemas.common import Page
+from service.auth import AUTH_RESPONSES, AdminDep, ReaderDep
+from service.calibrations import service
+from service.deps import PagingDep, SessionDep
+from service.errors import ERROR_RESPONSES
+from service.examples import CALIBRATION_EXAMPLES
+
+router = APIRouter(prefix="/v1/calibrations", tags=["calibrations"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
+
+
+@router.post("", status_code=201)
+def create_calibration(
+    session: SessionDep,
+    _admin: AdminDep,
+    body: Annotated[CalibrationCreate, Body(openapi_examples=CALIBRATION_EXAMPLES)],
+) -> CalibrationRead:
+    """Fit corrections per op family from measured results (needs an admin key); reports held-out error."""
+    return service.create(session, body)
+
+
+@router.get("")
+def list_calibrations(
+    session: SessionDep,
+    _reader: ReaderDep,
+    paging: PagingDep,
+    hardware: Annotated[str | None, Query(max_length=64)] = None,
+) -> Page[CalibrationRead]:
+    """List calibrations, newest first."""
+    items, total = service.page(session, hardware, paging.limit, paging.offset)
+    return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)
+
+
+@router.get("/{calibration_id}")
+def get_calibration(
+    session: SessionDep, _reader: ReaderDep, calibration_id: Annotated[int, Path(ge=1, le=2**31 - 1)]
+) -> CalibrationRead:
+    """One calibration: what it was fitted on, its corrections, and its error before and after on held-out data."""
+    return service.get(session, calibration_id)

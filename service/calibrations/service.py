@@ -1,0 +1,253 @@
+"""Rules for calibrations: fit per op family and dtype on a random part of the results, measure on the rest, store
+versioned, and stamp every stored result of the hardware with its calibrated prediction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy.orm import Session
+
+from roofline._calibration import Correction, Method, apply, fit
+from schemas.calibrations import CalibrationCreate, CalibrationGroup, CalibrationRead, ErrorStats
+from service.benchmarks.repository import RunFilters
+from service.calibrations.features import UNCALIBRATED, describe, group_of, variant_codes
+from service.calibrations.repository import CalibrationRepository, ResultColumns
+from service.catalogue import service as catalogue
+from service.catalogue.service import HARDWARE
+from service.errors import NotFound, Unprocessable
+from service.orm import Calibration, utcnow
+
+METHODS = {Method.interpolated: "interpolated", Method.fitted: "fitted", Method.physical: "physical"}
+
+
+def error_stats(predicted: NDArray[np.float64], measured: NDArray[np.float64]) -> ErrorStats:
+    """Median and p90 of |predicted / measured − 1| and the median signed error, over the finite pairs."""
+    ok = np.isfinite(predicted) & np.isfinite(measured) & (measured > 0)
+    if not np.any(ok):
+        return ErrorStats(count=0, median_ape=None, p90_ape=None, bias=None)
+    signed = predicted[ok] / measured[ok] - 1
+    ape = np.abs(signed)
+    return ErrorStats(
+        count=int(ok.sum()),
+        median_ape=float(np.median(ape)),
+        p90_ape=float(np.percentile(ape, 90)),
+        bias=float(np.median(signed)),
+    )
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return None if value is None else as_utc(value)
+
+
+def as_utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they were stored in UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class FittedGroup:
+    correction: Correction
+    variants: list[str]  # variant keys, by code
+
+
+_CACHE: dict[tuple[int, str, int, str], dict[str, FittedGroup]] = {}
+_CACHE_SIZE = 32
+
+
+def fitted(calibration: Calibration) -> dict[str, FittedGroup]:
+    """The calibration's corrections, parsed once per process (calibrations never change once stored). The key
+    carries the creation time too, so that two databases served by one process cannot share an entry."""
+    key = (calibration.id, calibration.hardware, calibration.version, calibration.created_at.isoformat())
+    groups = _CACHE.get(key)
+    if groups is None:
+        groups = {
+            name: FittedGroup(Correction.from_json(doc["correction"]), list(doc["variants"]))
+            for name, doc in calibration.model["groups"].items()
+        }
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = groups
+    return groups
+
+
+def calibrate(
+    calibration: Calibration,
+    docs: list[dict[str, Any]],
+    work_s: NDArray[np.float64],
+    physical_s: NDArray[np.float64],
+    own: dict[int, int] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Calibrated seconds and `Method` for ops (JSON documents) with their modelled work and time; NaN and
+    physical for ops whose family and dtype the calibration does not cover. `own` maps an op's position to its
+    index among the training points of its group, to leave it out of its own neighbours."""
+    out = np.full(len(docs), np.nan)
+    method = np.full(len(docs), int(Method.physical), dtype=np.int64)
+    groups = fitted(calibration)
+    by_group: dict[str, list[int]] = {}
+    for i, doc in enumerate(docs):
+        if doc["kind"] not in UNCALIBRATED and np.isfinite(physical_s[i]):
+            by_group.setdefault(group_of(doc), []).append(i)
+    for name, indices in by_group.items():
+        group = groups.get(name)
+        if group is None:
+            continue
+        keys, features, _ = describe([docs[i] for i in indices])
+        idx = np.asarray(indices)
+        own_idx = None if own is None else np.array([own.get(i, -1) for i in indices], dtype=np.int64)
+        values, how = apply(
+            group.correction, features, work_s[idx], physical_s[idx], variant_codes(keys, group.variants), own_idx
+        )
+        out[idx], method[idx] = values, how
+    return out, method
+
+
+def _filters(body: CalibrationCreate) -> RunFilters:
+    name, _, version = (body.software or "").partition("=")
+    return RunFilters(
+        hardware=body.hardware,
+        dtype=body.dtype.value if body.dtype else None,
+        software=name or None,
+        software_version=version or None,
+        timing_scope=body.timing_scope.value if body.timing_scope else None,
+        since=_utc(body.since),
+        until=_utc(body.until),
+    )
+
+
+def _arrays(data: ResultColumns) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    measured = np.asarray(data.median_s, dtype=np.float64)
+    physical = np.asarray(data.predicted_s, dtype=np.float64)
+    overhead = np.asarray([v if v is not None else 0.0 for v in data.predicted_overhead_s], dtype=np.float64)
+    return measured, physical, physical - overhead
+
+
+def create(session: Session, body: CalibrationCreate) -> CalibrationRead:
+    catalogue.get_spec(session, HARDWARE, body.hardware)  # 404 for an unknown profile
+    repo = CalibrationRepository(session)
+    families = sorted(set(body.op_families)) if body.op_families else None
+    data = repo.results(_filters(body), families)
+    measured, physical, work = _arrays(data)
+    usable = (work > 0) & (measured > 0)
+    by_group: dict[str, list[int]] = {}
+    for i, doc in enumerate(data.op):
+        if usable[i] and doc["kind"] not in UNCALIBRATED:
+            by_group.setdefault(group_of(doc), []).append(i)
+    if not by_group:
+        raise Unprocessable(
+            f"No predicted results to calibrate on for {body.hardware!r} with these filters"
+            + (f" and op families {', '.join(families)}" if families else "")
+            + "; upload some with POST /v1/benchmarks."
+        )
+
+    rng = np.random.default_rng(body.seed)
+    model: dict[str, Any] = {"groups": {}}
+    groups: list[CalibrationGroup] = []
+    held_pred: list[NDArray[np.float64]] = []
+    held_raw: list[NDArray[np.float64]] = []
+    held_meas: list[NDArray[np.float64]] = []
+    train_ids: dict[int, int] = {}  # result id → its index among its group's training points
+    for name, indices in sorted(by_group.items()):
+        idx = np.asarray(indices)
+        order = rng.permutation(len(idx))
+        n_hold = round(len(idx) * body.holdout_fraction)
+        train, hold = np.sort(idx[order[n_hold:]]), np.sort(idx[order[:n_hold]])
+        keys, features, names = describe([data.op[i] for i in idx])
+        known = sorted(set(keys))
+        codes = variant_codes(keys, known)
+        position = {int(i): p for p, i in enumerate(idx)}
+        tp = np.array([position[int(i)] for i in train], dtype=np.int64)
+        correction = fit(features[tp], work[train], measured[train], codes[tp], seed=body.seed)
+        if correction is None:
+            continue
+        train_ids.update({data.id[int(i)]: k for k, i in enumerate(train)})
+        hp = np.array([position[int(i)] for i in hold], dtype=np.int64)
+        calibrated, how = apply(correction, features[hp], work[hold], physical[hold], codes[hp])
+        held_pred.append(calibrated)
+        held_raw.append(physical[hold])
+        held_meas.append(measured[hold])
+        family, dtype = name.split("/", 1)
+        model["groups"][name] = {"correction": correction.to_json(), "variants": known, "features": names}
+        groups.append(
+            CalibrationGroup(
+                family=family,
+                dtype=dtype,
+                train=len(train),
+                holdout=len(hold),
+                before=error_stats(physical[hold], measured[hold]),
+                after=error_stats(calibrated, measured[hold]),
+                methods={label: int(np.count_nonzero(how == m)) for m, label in METHODS.items()},
+                launch_s=correction.launch_s,
+                floor_s=correction.floor_s,
+                utilisation=list(correction.coef),
+                centre=correction.center,
+                work_range_s=[10 ** correction.work_range[0], 10 ** correction.work_range[1]],
+            )
+        )
+    if not groups:
+        raise Unprocessable(
+            "Too few results to fit anything (at least 8 per op family and dtype in the training part)."
+        )
+    summary = {
+        "groups": [g.model_dump(mode="json") for g in groups],
+        "before": error_stats(np.concatenate(held_raw), np.concatenate(held_meas)).model_dump(),
+        "after": error_stats(np.concatenate(held_pred), np.concatenate(held_meas)).model_dump(),
+    }
+    row = Calibration(
+        hardware=body.hardware,
+        version=repo.next_version(body.hardware),
+        op_families=sorted({g.family for g in groups}),
+        request=body.model_dump(mode="json"),
+        summary=summary,
+        model=model,
+        created_at=utcnow(),
+    )
+    repo.add(row)
+    _stamp(session, row, train_ids)
+    return to_read(row)
+
+
+def _stamp(session: Session, calibration: Calibration, train_ids: dict[int, int]) -> None:
+    """Give every stored result of the hardware in the covered groups its calibrated prediction; a result the
+    calibration was trained on gets its leave-one-out value, not its own measurement back."""
+    repo = CalibrationRepository(session)
+    everything = repo.results(RunFilters(hardware=calibration.hardware), sorted(calibration.op_families))
+    _, physical, work = _arrays(everything)
+    own = {p: train_ids[rid] for p, rid in enumerate(everything.id) if rid in train_ids}
+    calibrated, _ = calibrate(calibration, everything.op, work, physical, own)
+    repo.stamp(
+        [
+            {"id": rid, "calibrated_s": value, "calibration_id": calibration.id}
+            for rid, value in zip(everything.id, calibrated.tolist(), strict=True)
+            if np.isfinite(value)
+        ]
+    )
+
+
+def to_read(row: Calibration) -> CalibrationRead:
+    return CalibrationRead(
+        id=row.id,
+        hardware=row.hardware,
+        version=row.version,
+        op_families=row.op_families,
+        request=row.request,
+        groups=[CalibrationGroup.model_validate(g) for g in row.summary["groups"]],
+        before=ErrorStats.model_validate(row.summary["before"]),
+        after=ErrorStats.model_validate(row.summary["after"]),
+        created_at=as_utc(row.created_at),
+    )
+
+
+def get(session: Session, calibration_id: int) -> CalibrationRead:
+    row = CalibrationRepository(session).get(calibration_id)
+    if row is None:
+        raise NotFound(f"No calibration with id {calibration_id}.")
+    return to_read(row)
+
+
+def page(session: Session, hardware: str | None, limit: int, offset: int) -> tuple[list[CalibrationRead], int]:
+    rows, total = CalibrationRepository(session).page(hardware, limit, offset)
+    return [to_read(r) for r in rows], total

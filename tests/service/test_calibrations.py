@@ -1,0 +1,101 @@
+"""POST/GET /v1/calibrations over HTTP, on SQLite and PostgreSQL, with a correction planted in synthetic uploads.
+
+The ops are bf16 elementwise ops (1 input, 1 output, 1 FLOP per element) on the A100 profile, timed as graph
+replays (2.5 µs fixed cost per kernel in the model). Their modelled work — time less fixed cost — comes from
+/v1/estimate/ops; the "measured" time is planted as 4 µs + 1.25 · work: a device with a slower launch and 80 % of
+the modelled throughput, which the fit must find.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.service.test_benchmarks import bearer, elementwise, keys, run_body, upload
+
+__all__ = ["keys"]  # the fixture, used by name
+
+SIZES = np.unique(np.geomspace(1e5, 1e8, 60).astype(int)).tolist()
+
+
+def work_s(client: TestClient, sizes: list[int]) -> list[float]:
+    """The model's time less its fixed cost, per op."""
+    response = client.post(
+        "/v1/estimate/ops",
+        json={"hardware": "a100-sxm-80gb", "ops": [elementwise(e) for e in sizes], "options": {"launch_overhead_s": 0}},
+    )
+    assert response.status_code == 200, response.text
+    return [item["time_s"] - item["overhead_s"] for item in response.json()["items"]]
+
+
+def planted(client: TestClient, sizes: list[int]) -> list[float]:
+    return [4e-6 + 1.25 * w for w in work_s(client, sizes)]
+
+
+def upload_planted(client: TestClient, key: str, sizes: list[int] = SIZES) -> dict[str, Any]:
+    body = run_body([{"op": elementwise(e), "median_s": t} for e, t in zip(sizes, planted(client, sizes), strict=True)])
+    response = upload(client, key, body)
+    assert response.status_code == 201, response.text
+    made: dict[str, Any] = response.json()
+    return made
+
+
+def calibrate(client: TestClient, key: str, **body: Any) -> Any:
+    return client.post("/v1/calibrations", json={"hardware": "a100-sxm-80gb", **body}, headers=bearer(key))
+
+
+def test_fit_recovers_the_planted_correction(client: TestClient, keys: dict[str, str]) -> None:
+    run = upload_planted(client, keys["upload"])
+    assert calibrate(client, keys["upload"]).status_code == 403  # fitting needs an admin key
+    assert client.post("/v1/calibrations", json={"hardware": "a100-sxm-80gb"}).status_code == 401
+
+    response = calibrate(client, keys["admin"], op_families=["elementwise"], holdout_fraction=0.25, seed=7)
+    assert response.status_code == 201, response.text
+    cal = response.json()
+    assert (cal["version"], cal["op_families"]) == (1, ["elementwise"])
+    (group,) = cal["groups"]
+    assert (group["family"], group["dtype"]) == ("elementwise", "bf16")
+    assert group["train"] + group["holdout"] == 60 and group["holdout"] == 15
+    assert group["launch_s"] == pytest.approx(4e-6, rel=1e-6)
+    assert group["utilisation"] == pytest.approx([1.25, 0, 0], abs=1e-6)
+    # Before: the raw model, 2.5 µs + work, against 4 µs + 1.25 · work: always too fast.
+    assert group["before"]["bias"] < -0.15 and group["before"]["count"] == 15
+    assert group["after"]["p90_ape"] < 1e-6
+    assert sum(group["methods"].values()) == 15
+    assert client.get(f"/v1/calibrations/{cal['id']}").json() == cal
+
+    # Every stored result now carries its calibrated prediction, which is the planted time.
+    items = client.get(f"/v1/benchmarks/{run['id']}", params={"limit": 100}).json()["items"]
+    for item in items:
+        assert item["calibration_id"] == cal["id"]
+        assert item["calibrated_s"] == pytest.approx(item["median_s"], rel=1e-6)
+
+    # A later upload is calibrated as it is stored.
+    later = upload(client, keys["upload"], run_body([{"op": elementwise(3_000_000), "median_s": 1e-5}])).json()
+    assert (later["calibrated"], later["calibration_id"]) == (1, cal["id"])
+    item = client.get(f"/v1/benchmarks/{later['id']}").json()["items"][0]
+    assert item["calibrated_s"] == pytest.approx(planted(client, [3_000_000])[0], rel=1e-6)
+
+
+def test_versions_count_per_hardware(client: TestClient, keys: dict[str, str]) -> None:
+    upload_planted(client, keys["upload"])
+    first = calibrate(client, keys["admin"]).json()
+    second = calibrate(client, keys["admin"], seed=1).json()
+    assert (first["version"], second["version"]) == (1, 2)
+    listed = client.get("/v1/calibrations", params={"hardware": "a100-sxm-80gb"}).json()
+    assert [c["id"] for c in listed["items"]] == [second["id"], first["id"]]
+
+
+def test_nothing_to_fit_is_a_422_and_unknown_ids_404(client: TestClient, keys: dict[str, str]) -> None:
+    response = calibrate(client, keys["admin"])
+    assert response.status_code == 422 and "No predicted results" in response.json()["message"]
+    upload_planted(client, keys["upload"], SIZES[:5])
+    response = calibrate(client, keys["admin"])
+    assert response.status_code == 422 and "Too few" in response.json()["message"]
+    assert client.post("/v1/calibrations", json={"hardware": "nope"}, headers=bearer(keys["admin"])).status_code == 404
+    assert client.get("/v1/calibrations/999999").status_code == 404
+    bad = calibrate(client, keys["admin"], holdout_fraction=1.0)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "body.holdout_fraction"
