@@ -1,0 +1,70 @@
+"""The command line: configuration from flags and environment, dry runs, exit statuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worker.cli import EX_TEMPFAIL, build_parser, default_spool_dir, main, prepare_jax_environment
+
+
+def test_settings_come_from_the_environment_and_flags_win() -> None:
+    env = {"RIDGELINE_URL": "http://ridgeline:8000", "RIDGELINE_TOKEN": "rl_x", "RIDGELINE_SPOOL_DIR": "/var/spool/rw"}
+    args = build_parser(env).parse_args(["run", "--suite", "matmul"])
+    assert (args.server, args.token, args.spool_dir) == ("http://ridgeline:8000", "rl_x", Path("/var/spool/rw"))
+    args = build_parser(env).parse_args(["run", "--server", "http://other", "--token", "t", "--quick"])
+    assert (args.server, args.token, args.size) == ("http://other", "t", "quick")
+    assert build_parser({}).parse_args(["flush"]).server is None
+
+
+def test_the_default_spool_is_in_the_user_cache() -> None:
+    assert default_spool_dir({"XDG_CACHE_HOME": "/c"}) == Path("/c/ridgeline-worker/spool")
+    assert default_spool_dir({"RIDGELINE_SPOOL_DIR": "/s", "XDG_CACHE_HOME": "/c"}) == Path("/s")
+
+
+def test_virtual_cpu_devices_are_requested_unless_the_user_chose() -> None:
+    env = {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
+    prepare_jax_environment(8, env)
+    assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=8"
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    prepare_jax_environment(8, env)
+    assert env["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+
+
+def test_dry_run_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--dry-run", "--quick", "--suite", "c_relu_ab"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 8 and {line["suite"] for line in lines} == {"c_relu_ab"}
+    assert lines[0]["op"]["kind"] == "chain"
+
+
+def test_an_unknown_suite_is_a_usage_error(tmp_path: Path) -> None:
+    assert main(["run", "--suite", "nope", "--spool-dir", str(tmp_path)]) == 2
+
+
+def test_flush_needs_a_server(tmp_path: Path) -> None:
+    assert main(["flush", "--spool-dir", str(tmp_path)]) == 2
+
+
+def test_without_a_server_results_wait_in_the_spool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results.jsonl"
+    status = main(["run", "--quick", "--suite", "ceilings", "--spool-dir", str(tmp_path / "spool"),
+                   "--results-out", str(out), "--rotate-mb", "1"])  # fmt: skip
+    assert status == EX_TEMPFAIL
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["suite"] for r in records] == ["ceilings", "ceilings"]
+    spooled = [json.loads(p.read_text()) for p in (tmp_path / "spool" / "pending").glob("*.json")]
+    assert len(spooled) == 1
+    payload = spooled[0]["payload"]
+    # Not resolved (no service): the device's own description, for the service to map at flush time.
+    assert payload["hardware"] and payload["timing_scope"] == "wall_clock"
+    assert payload["results"] == [{k: r[k] for k in ("op", "median_s", "p10_s", "p90_s", "repeats")} for r in records]
+    assert "ridgeline-worker flush" in capsys.readouterr().err
+
+
+def test_suites_lists_every_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["suites"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == ["ceilings", "matmul", "elementwise", "c_relu_ab", "norms", "attention", "collectives", "triton"]

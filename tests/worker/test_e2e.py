@@ -1,0 +1,265 @@
+"""End to end: the real service on PostgreSQL, the worker's CPU suites over real HTTP, the server SIGKILLed in the
+middle of an upload, restarted, `ridgeline-worker flush`, and every measurement stored exactly once.
+
+A small TCP proxy sits between the worker and the service. On the second upload it lets the request through, waits
+until the service answers and the batch is visible in the database, SIGKILLs the server and drops the connection:
+the worker never hears that its batch was stored (the hardest case for exactly-once). The worker retries, finds
+nobody, spools that batch and every later one, and exits 75. After the restart, `flush` sends them all with their
+original Idempotency-Keys, so the killed batch is replayed rather than stored twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import LiveServer, PostgresSchema, free_port, ridgeline_command
+
+CPU_SUITES = "ceilings,matmul,elementwise,c_relu_ab,norms,attention,collectives"
+
+
+def worker_command() -> list[str]:
+    script = Path(sys.executable).with_name("ridgeline-worker")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "worker.cli"]
+
+
+class KillingProxy:
+    """Forwards 127.0.0.1:port to the service; kills the service while it answers upload number `kill_on`."""
+
+    def __init__(self, upstream_port: int, kill: Callable[[], None], kill_on: int) -> None:
+        # Each upload is one run; the `kill_on`-th run must be committed before the kill.
+        self.upstream_port = upstream_port
+        self.kill = kill
+        self.kill_on = kill_on
+        self.uploads = 0
+        self.killed = threading.Event()
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._threads: list[threading.Thread] = []
+        self._closing = False
+
+    def start(self) -> None:
+        self._spawn(self._accept)
+
+    def _spawn(self, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            self._spawn(self._serve, client)
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=60)
+        except OSError:
+            client.close()  # the service is down: the worker sees the connection drop
+            return
+        doomed = threading.Event()
+        self._spawn(self._requests, client, upstream, doomed)
+        try:
+            while data := upstream.recv(65536):
+                if doomed.is_set():
+                    # The service has the whole upload and is answering: once the batch is committed (the service
+                    # may commit after it starts to send, as FastAPI's request-scoped dependencies do), kill it
+                    # before the answer reaches the worker.
+                    self._wait_for_runs(self.kill_on)
+                    self.kill()
+                    self.killed.set()
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (client, upstream):
+                sock.close()
+
+    def _wait_for_runs(self, runs: int, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                page = httpx.get(f"http://127.0.0.1:{self.upstream_port}/v1/benchmarks", params={"limit": 1}).json()
+                if page["total"] >= runs:
+                    return
+            time.sleep(0.02)
+
+    def _requests(self, client: socket.socket, upstream: socket.socket, doomed: threading.Event) -> None:
+        try:
+            while data := client.recv(65536):
+                uploads = data.count(b"POST /v1/benchmarks ")
+                if uploads:
+                    with self._lock:
+                        before, self.uploads = self.uploads, self.uploads + uploads
+                    if before < self.kill_on <= self.uploads:
+                        doomed.set()
+                upstream.sendall(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._closing = True
+        self._listener.close()
+
+
+def stored_results(url: str) -> list[dict[str, Any]]:
+    """Every result the service holds, through its public API: runs, then each run's results, page by page."""
+    results: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    while True:
+        page = httpx.get(f"{url}/v1/benchmarks", params={"limit": 100, "offset": len(runs)}, timeout=30).json()
+        runs += page["items"]
+        if len(runs) >= page["total"]:
+            break
+    for run in runs:
+        items: list[dict[str, Any]] = []
+        while True:
+            detail = httpx.get(
+                f"{url}/v1/benchmarks/{run['id']}", params={"limit": 100, "offset": len(items)}, timeout=30
+            ).json()
+            items += detail["items"]
+            if len(items) >= detail["total"]:
+                break
+        assert len(items) == run["results"]
+        results += items
+    return results
+
+
+def accuracy_by_family(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Median and p90 of |measured / predicted - 1| and the median bias, per op family (collectives have no model)."""
+    ratios: dict[str, list[float]] = {}
+    for r in results:
+        if r["measured_over_predicted"] is not None:
+            ratios.setdefault(r["op_kind"], []).append(r["measured_over_predicted"])
+    report = {}
+    for family, values in sorted(ratios.items()):
+        errors = sorted(abs(v - 1) for v in values)
+        report[family] = {
+            "count": len(values),
+            "median_abs_error": statistics.median(errors),
+            "p90_abs_error": errors[min(len(errors) - 1, int(0.9 * len(errors)))],
+            "median_bias": statistics.median(values) - 1,
+        }
+    return report
+
+
+def key(op: dict[str, Any], median_s: float) -> str:
+    return json.dumps({"op": op, "median_s": median_s}, sort_keys=True)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    schema = PostgresSchema()
+    try:
+        yield schema.url
+    finally:
+        schema.drop()
+
+
+def test_worker_survives_a_server_killed_mid_upload(tmp_path: Path, postgres_url: str) -> None:
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": postgres_url}
+    port = free_port()
+    serve = [*ridgeline_command(), "serve", "--port", str(port)]
+    (tmp_path / "first").mkdir()
+    server = LiveServer(serve, env, port, tmp_path / "first")
+    server.wait_healthy()
+    restarted: LiveServer | None = None
+    proxy = KillingProxy(port, lambda: os.kill(server.proc.pid, signal.SIGKILL), kill_on=2)
+    proxy.start()
+    try:
+        created = subprocess.run(
+            [*ridgeline_command(), "keys", "create", "--name", "e2e-worker", "--scope", "upload"],
+            env=env, capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        token = created.stdout.strip().splitlines()[-1]
+
+        spool = tmp_path / "spool"
+        results_file = tmp_path / "results.jsonl"
+        worker_env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
+        common = ["--token", token, "--spool-dir", str(spool), "--retries", "3", "--backoff-s", "0.05",
+                  "--backoff-max-s", "0.2", "--timeout-s", "30"]  # fmt: skip
+        detect = subprocess.run(
+            [*worker_command(), "detect", "--server", f"http://127.0.0.1:{proxy.port}", "--json"],
+            env=worker_env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert detect.returncode == 0, detect.stdout + detect.stderr
+        hardware = json.loads(detect.stdout)["hardware"]
+        assert hardware == "cpu-generic"
+
+        run = subprocess.run(
+            [*worker_command(), "run", "--server", f"http://127.0.0.1:{proxy.port}", *common, "--quick",
+             "--suite", CPU_SUITES, "--batch-size", "8", "--results-out", str(results_file)],
+            env=worker_env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        log = f"worker stdout:\n{run.stdout}\nworker stderr:\n{run.stderr}"
+        assert proxy.killed.is_set(), log
+        assert server.proc.wait(timeout=10) == -signal.SIGKILL
+        assert run.returncode == 75, log  # results wait in the spool
+        assert "failed 0" in run.stderr, log
+        records = [json.loads(line) for line in results_file.read_text().splitlines()]
+        assert len(records) > 50
+        pending = list((spool / "pending").glob("*.json"))
+        assert pending, log
+
+        (tmp_path / "second").mkdir()
+        restarted = LiveServer(serve, env, port, tmp_path / "second")
+        restarted.wait_healthy()
+        flushed = subprocess.run(
+            [*worker_command(), "flush", "--server", restarted.url, *common],
+            env=worker_env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert flushed.returncode == 0, flushed.stderr
+        assert "already stored (replayed)" in flushed.stderr, flushed.stderr  # the killed upload, not stored twice
+        assert not list((spool / "pending").glob("*.json"))
+        assert not list((spool / "rejected").glob("*.json")), "the service refused results"
+
+        stored = stored_results(restarted.url)
+        measured = Counter(key(r["op"], r["median_s"]) for r in records)
+        assert Counter(key(r["op"], r["median_s"]) for r in stored) == measured  # every one, exactly once
+        assert len(stored) == len(records)
+        runs = httpx.get(f"{restarted.url}/v1/benchmarks", params={"limit": 1}).json()
+        assert runs["items"][0]["hardware"] == "cpu-generic"
+        assert all(r["predicted_s"] for r in stored if r["op_kind"] != "collective")
+
+        # The accuracy report for the CPU profile: GET /v1/accuracy when the service has it (issue 6), and in any
+        # case measured / predicted per op family from the stored results.
+        paths = httpx.get(f"{restarted.url}/openapi.json").json()["paths"]
+        if "/v1/accuracy" in paths:
+            accuracy = httpx.get(f"{restarted.url}/v1/accuracy", params={"hardware": hardware}, timeout=60)
+            assert accuracy.status_code == 200, accuracy.text
+            text = json.dumps(accuracy.json())
+            for family in ("matmul", "attention", "softmax", "layernorm", "chain"):
+                assert family in text, f"no accuracy figures for {family}: {text[:2000]}"
+        report = accuracy_by_family(stored)
+        (tmp_path / "accuracy.json").write_text(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2))
+        assert {"matmul", "elementwise", "chain", "softmax", "layernorm", "rmsnorm", "reduction", "activation",
+                "attention"} <= set(report)  # fmt: skip
+        for family, row in report.items():
+            assert row["count"] > 0 and math.isfinite(row["median_abs_error"]), family
+    finally:
+        proxy.close()
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
