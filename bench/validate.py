@@ -33,11 +33,10 @@ op's model has its own fixed cost on top (`Scope`):
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +46,17 @@ import roofline
 from hardware_db import load_hardware
 from schemas.estimates import EstimateContext, Options
 from schemas.hardware import HardwareCreate
-from schemas.ops import Activation, Attention, Elementwise, Embedding, LayerNorm, Matmul, Op, RmsNorm, Rotary, Softmax
+from service.benchmarks.datasets import (  # the parsers, shared with `ridgeline benchmarks import`
+    DATA_DIR,
+    Group,
+    MissingData,
+    aiconfigurator,
+    data_dir,
+    llmcompass,
+    vidur,
+)
 from service.estimates.service import evaluate, to_core
 
-REPO = Path(__file__).resolve().parent.parent
-DATA_DIR = REPO.parent / "shared" / "validation"
 HARDWARE = "a100-sxm-80gb"
 
 
@@ -84,31 +89,6 @@ SOURCES = {
 }
 
 
-class MissingData(RuntimeError):
-    """The measured data is not where the validation expects it."""
-
-
-@dataclass
-class Part:
-    """One op of a measured region, evaluated over arrays of its numeric fields (one element per measured row)."""
-
-    op: Op
-    overrides: dict[str, np.ndarray] = field(default_factory=dict)
-    count: float = 1.0  # the region runs this op this many times
-
-
-@dataclass
-class Group:
-    """Measured rows of one source and op family that share their op templates: evaluated in one call per part."""
-
-    source: str
-    family: str
-    parts: list[Part]
-    measured_s: np.ndarray
-    labels: list[str]
-    scope: str
-
-
 @dataclass
 class Result:
     source: str
@@ -121,263 +101,6 @@ class Result:
     def signed(self) -> np.ndarray:
         out: np.ndarray = (self.predicted_s - self.measured_s) / self.measured_s
         return out
-
-
-def data_dir(path: Path | None = None) -> Path:
-    """The validation data directory, or `MissingData` saying where it was looked for."""
-    root = Path(path) if path is not None else DATA_DIR
-    if not (root / "README.md").is_file():
-        raise MissingData(
-            f"measured validation data not found at {root} (expected ../shared/validation relative to the "
-            f"repository root, with its README.md); it is never copied into the repository"
-        )
-    return root
-
-
-def _csv_rows(path: Path, header: bool = True) -> list[dict[str, str]] | list[list[str]]:
-    if not path.is_file():
-        raise MissingData(f"missing validation file {path}")
-    with path.open(newline="") as f:
-        if header:
-            return list(csv.DictReader(f))
-        return [[cell.strip() for cell in row] for row in csv.reader(f) if row]
-
-
-def _dict_rows(path: Path) -> list[dict[str, str]]:
-    rows = _csv_rows(path, header=True)
-    return [r for r in rows if isinstance(r, dict)]
-
-
-def _list_rows(path: Path) -> list[list[str]]:
-    rows = _csv_rows(path, header=False)
-    return [r for r in rows if isinstance(r, list)]
-
-
-def col(rows: Sequence[dict[str, str]], name: str) -> np.ndarray:
-    return np.array([float(r[name]) for r in rows], dtype=np.float64)
-
-
-# --- aiconfigurator ---------------------------------------------------------------------------------------------
-
-
-def aiconfigurator(root: Path) -> list[Group]:
-    base = root / "aiconfigurator-a100"
-    groups: list[Group] = []
-    gemm = [r for r in _dict_rows(base / "gemm_perf.csv") if r["gemm_dtype"] == "bfloat16"]
-    m, n, k = col(gemm, "m"), col(gemm, "n"), col(gemm, "k")
-    groups.append(
-        Group(
-            "aiconfigurator", "gemm",
-            [Part(Matmul(m=1, n=1, k=1, dtype="bf16"), {"m": m, "n": n, "k": k})],
-            col(gemm, "latency") * 1e-3,
-            [f"m={a:.0f} n={b:.0f} k={c:.0f}" for a, b, c in zip(m, n, k, strict=True)], "aiconfigurator",
-        )
-    )  # fmt: skip
-    for phase, family in (("context", "attention-context"), ("generation", "attention-generation")):
-        rows = _dict_rows(base / f"{phase}_attention_perf.csv")
-        rows = [r for r in rows if r["attn_dtype"] == "bfloat16" and r["kv_cache_dtype"] == "bfloat16"]
-        for kvh in sorted({int(r["num_key_value_heads"]) for r in rows}):
-            sub = [r for r in rows if int(r["num_key_value_heads"]) == kvh]
-            b, h, d = col(sub, "batch_size"), col(sub, "num_heads"), col(sub, "head_dim")
-            if phase == "context":
-                # Causal prefill of batch_size sequences of isl tokens (step is 0).
-                q = kv = col(sub, "isl")
-            else:
-                # One new token (isl = 1) against `step` cached tokens: it attends to those and to itself.
-                q, kv = col(sub, "isl"), col(sub, "step") + col(sub, "isl")
-            parts = attention_parts(phase, b, h, kvh, d, q, kv)
-            labels = [
-                f"b={x:.0f} h={y:.0f} kv_h={kvh} q={u:.0f} kv={v:.0f}" for x, y, u, v in zip(b, h, q, kv, strict=True)
-            ]
-            measured = col(sub, "latency") * 1e-3
-            groups.append(Group("aiconfigurator", family, parts, measured, labels, f"aiconfigurator-{phase}"))
-    return groups
-
-
-XQA_MAX_GROUP = 32
-
-
-def attention_parts(
-    phase: str, b: np.ndarray, h: np.ndarray, kvh: int, d: np.ndarray, q: np.ndarray, kv: np.ndarray
-) -> list[Part]:
-    """The kernels of one TensorRT-LLM attention call (fused QKV in, RoPE and KV-cache append included).
-
-    Context: a pre-processing kernel reads the fused QKV of the new tokens, rotates Q and K and writes Q and the
-    new K, V into the cache (b·q·(h + 2·kv_h)·d elements in and out), then the fused flash-attention kernel.
-    Generation: the decode kernel (masked MHA / XQA) applies RoPE and appends the one new K, V itself.
-    """
-    att = Attention(batch=1, heads=kvh, kv_heads=kvh, head_dim=128, q_len=1, kv_len=1, causal=True, dtype="bf16")
-    values = {"batch": b, "heads": h, "head_dim": d, "q_len": q, "kv_len": kv}
-    if phase == "generation":
-        # TensorRT-LLM's XQA decode kernel shares one K/V head among at most XQA_MAX_GROUP query heads; larger groups
-        # fall back to the masked-MHA kernel, one thread block per query head, each reading its K/V head: the
-        # traffic of MHA. (The measured table's cliff: 32 query heads per K/V head run at GQA cost, 48 and more at
-        # 20-75x it.) Described to the model as what that kernel reads: as many K/V heads as query heads.
-        values["kv_heads"] = np.where(h / kvh > XQA_MAX_GROUP, h, kvh)
-        att = att.model_copy(update={"kv_heads": 1})
-    parts = [Part(att, values)]
-    if phase == "context":
-        pre = Elementwise(elements=1, inputs=1, outputs=1, flops_per_element=3.0, dtype="bf16")
-        parts.append(Part(pre, {"elements": b * q * (h + 2 * kvh) * d}))
-    return parts
-
-
-# --- vidur -------------------------------------------------------------------------------------------------------
-
-# Model families in vidur's table whose blocks differ from Llama's: Phi-2 uses LayerNorm (with bias), a GELU (tanh)
-# MLP and a parallel attention/MLP block whose output is attention + MLP + residual (two residual adds per block,
-# and no post-attention norm); the others are Llama-like (RMSNorm, SwiGLU, sequential block).
-LAYERNORM_MODELS = ("phi-2",)
-
-
-def vidur(root: Path) -> list[Group]:
-    groups: list[Group] = []
-    files = sorted((root / "vidur" / "compute" / "a100").glob("*/*/mlp.csv"))
-    if not files:
-        raise MissingData(f"no vidur A100 tables under {root / 'vidur' / 'compute' / 'a100'}")
-    for path in files:
-        model = path.parent.name
-        rows = _dict_rows(path)
-        t, tp = col(rows, "num_tokens"), col(rows, "num_tensor_parallel_workers")
-        heads, kv_heads, hidden = col(rows, "n_head"), col(rows, "n_kv_head"), col(rows, "n_embd")
-        ffn, vocab = col(rows, "n_expanded_embd"), col(rows, "vocab_size")
-        gated = np.array([r["use_gated_mlp"] == "True" for r in rows])
-        if len(set(gated.tolist())) != 1:
-            raise ValueError(f"{path}: mixed gated and non-gated rows")
-        g = 2.0 if gated[0] else 1.0
-        hd = hidden / heads
-        parallel_block = model.lower() in LAYERNORM_MODELS
-        labels = [f"{model} T={a:.0f} tp={b:.0f}" for a, b in zip(t, tp, strict=True)]
-        bias = ["bias"] if parallel_block else []
-
-        def measured(op: str, rows: list[dict[str, str]] = rows) -> np.ndarray:
-            return col(rows, f"time_stats.{op}.median") * 1e-3
-
-        gemms = {
-            "attn_pre_proj": (hidden, (heads + 2 * kv_heads) * hd / tp),
-            "attn_post_proj": (heads * hd / tp, hidden),
-            "mlp_up_proj": (hidden, g * ffn / tp),
-            "mlp_down_proj": (ffn / tp, hidden),
-        }
-        for name, (kk, nn) in gemms.items():
-            mm = Matmul(m=1, n=1, k=1, dtype="fp16", epilogue=bias)
-            groups.append(
-                Group(
-                    "vidur", "gemm", [Part(mm, {"m": t, "n": nn, "k": kk})], measured(name), _tag(labels, name), "vidur"
-                )
-            )
-        # Sarathi-Serve's own CUDA kernels (rms_norm, rotary_embedding, silu_and_mul, from vLLM) load one element per
-        # thread per loop trip; so does PyTorch's index_select behind the embedding. Phi-2's LayerNorm and GELU and
-        # the residual add are PyTorch's vectorized kernels.
-        norm: Op = (
-            LayerNorm(rows=1, cols=1, dtype="fp16")
-            if parallel_block
-            else RmsNorm(rows=1, cols=1, dtype="fp16", memory_access="scalar")
-        )
-        family = "layernorm" if parallel_block else "rmsnorm"
-        norms = ["input_layernorm"] + ([] if parallel_block else ["post_attention_layernorm"])
-        for name in norms:
-            groups.append(
-                Group(
-                    "vidur", family, [Part(norm, {"rows": t, "cols": hidden})], measured(name), _tag(labels, name),
-                    "vidur",
-                )
-            )  # fmt: skip
-        rope = Rotary(tokens=1, heads=1, head_dim=1, dtype="fp16", memory_access="scalar")
-        groups.append(
-            Group(
-                "vidur", "rope",
-                [Part(rope, {"tokens": t, "heads": (heads + kv_heads) / tp, "head_dim": hd})],
-                measured("attn_rope"), _tag(labels, "attn_rope"), "vidur",
-            )
-        )  # fmt: skip
-        act = (
-            Activation(elements=1, function="swiglu", dtype="fp16", memory_access="scalar")
-            if gated[0]
-            else Activation(elements=1, function="gelu_tanh", dtype="fp16")
-        )
-        groups.append(
-            Group(
-                "vidur", "activation", [Part(act, {"elements": t * ffn / tp})], measured("mlp_act"),
-                _tag(labels, "mlp_act"), "vidur",
-            )
-        )  # fmt: skip
-        add = Elementwise(elements=1, inputs=2, outputs=1, flops_per_element=1.0, dtype="fp16")
-        groups.append(
-            Group(
-                "vidur", "elementwise",
-                [Part(add, {"elements": t * hidden}, count=2.0 if parallel_block else 1.0)],
-                measured("add"), _tag(labels, "add"), "vidur",
-            )
-        )  # fmt: skip
-        emb = Embedding(tokens=1, hidden=1, vocab=1, dtype="fp16", memory_access="scalar")
-        groups.append(
-            Group(
-                "vidur", "embedding", [Part(emb, {"tokens": t, "hidden": hidden, "vocab": vocab / tp})],
-                measured("emb"), _tag(labels, "emb"), "vidur",
-            )
-        )  # fmt: skip
-    return groups
-
-
-def _tag(labels: list[str], op: str) -> list[str]:
-    return [f"{label} {op}" for label in labels]
-
-
-# --- LLMCompass --------------------------------------------------------------------------------------------------
-
-
-def _number(text: str, unit: str) -> float:
-    text = text.strip()
-    if not text.endswith(unit):
-        raise ValueError(f"expected a value in {unit}, got {text!r}")
-    return float(text[: -len(unit)])
-
-
-def llmcompass(root: Path) -> list[Group]:
-    base = root / "llmcompass-a100"
-    rows = _list_rows(base / "matmul_A100.csv")
-    m, n, k = (np.array([float(r[i]) for r in rows]) for i in range(3))
-    groups = [
-        Group(
-            "llmcompass", "gemm", [Part(Matmul(m=1, n=1, k=1, dtype="fp16"), {"m": m, "n": n, "k": k})],
-            np.array([_number(r[3], "ms") for r in rows]) * 1e-3,
-            [f"m={a:.0f} n={b:.0f} k={c:.0f}" for a, b, c in zip(m, n, k, strict=True)], "llmcompass",
-        )
-    ]  # fmt: skip
-    # PyTorch's softmax over rows of at most 1024 elements (≤ 4 KB) is its one-pass warp softmax (online max and
-    # sum in registers); longer rows go to its block softmax, which reads the input three times (max, sum of
-    # exponentials, normalise) and writes once (aten/src/ATen/native/cuda/SoftMax.cu, host_softmax).
-    rows = _list_rows(base / "softmax_A100.csv")
-    r_, c_, thr = (np.array([float(r[i]) for r in rows]) for i in range(3))
-    for online in (True, False):
-        pick = (c_ <= 1024) == online
-        groups.append(
-            Group(
-                "llmcompass", "softmax",
-                [Part(Softmax(rows=1, cols=1, dtype="fp16", online=online), {"rows": r_[pick], "cols": c_[pick]})],
-                (r_ * c_ / (thr * 1e9))[pick],
-                [f"softmax {a:.0f}×{b:.0f}" for a, b in zip(r_[pick], c_[pick], strict=True)], "llmcompass",
-            )
-        )  # fmt: skip
-    rows = _list_rows(base / "layernorm_A100.csv")
-    r_, c_, thr = (np.array([float(r[i]) for r in rows]) for i in range(3))
-    groups.append(
-        Group(
-            "llmcompass", "layernorm", [Part(LayerNorm(rows=1, cols=1, dtype="fp16"), {"rows": r_, "cols": c_})],
-            r_ * c_ / (thr * 1e9), [f"layernorm {a:.0f}×{b:.0f}" for a, b in zip(r_, c_, strict=True)],
-            "llmcompass-layernorm",
-        )
-    )  # fmt: skip
-    rows = _list_rows(base / "gelu_A100.csv")
-    e, thr = (np.array([float(r[i]) for r in rows]) for i in range(2))
-    groups.append(
-        Group(
-            "llmcompass", "activation", [Part(Activation(elements=1, function="gelu", dtype="fp16"), {"elements": e})],
-            e / (thr * 1e9), [f"gelu {a:.0f}" for a in e], "llmcompass-gelu",
-        )
-    )  # fmt: skip
-    return groups
 
 
 # --- evaluation --------------------------------------------------------------------------------------------------
