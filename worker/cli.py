@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -185,21 +186,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     _print(err, f"suites {', '.join(names)}: {len(cases)} cases, size {size}; spool {spool.root}")
     progress = Progress(len(cases), err)
     measured = skipped = failed = 0
+    suite_s: dict[str, float] = {}
     try:
         for case in cases:
+            started = time.monotonic()
             try:
                 stats = case.run(ctx)
                 measurement = Measurement(case.suite, case.name, case.op, stats, case.timing_scope, case.notes)
             except SkipCase as why:
+                suite_s[case.suite] = suite_s.get(case.suite, 0.0) + time.monotonic() - started
                 skipped += 1
                 progress.note(f"skipped {case.suite}: {case.name}: {why}")
                 progress.step(f"{case.suite}: {case.name}", "skipped")
                 continue
             except Exception as error:  # one broken case must not lose the others
+                suite_s[case.suite] = suite_s.get(case.suite, 0.0) + time.monotonic() - started
                 failed += 1
                 progress.note(f"FAILED {case.suite}: {case.name}: {type(error).__name__}: {error}")
                 progress.step(f"{case.suite}: {case.name}", "failed")
                 continue
+            suite_s[case.suite] = suite_s.get(case.suite, 0.0) + time.monotonic() - started
             measured += 1
             if results_file is not None:
                 results_file.write(json.dumps(measurement.record(), sort_keys=True) + "\n")
@@ -217,6 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             _print(err, "sending batches left in the spool by earlier runs")
             report.merge(flush(client, spool))
         client.close()
+    _print(err, "time per suite: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in suite_s.items()))
     _print(err, f"measured {measured}, skipped {skipped}, failed {failed}; {report.summary()}")
     if report.spooled_batches:
         _print(err, f"results wait in {spool.root}; send them with `ridgeline-worker flush`")
