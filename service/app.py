@@ -16,7 +16,9 @@ from service.db import make_engine, make_sessionmaker
 from service.errors import install_error_handlers
 from service.estimates.router import router as estimates_router
 from service.hardware.router import router as hardware_router
+from service.inference.router import router as inference_router
 from service.models.router import router as models_router
+from service.plan.router import router as plan_router
 from service.settings import Settings
 from service.system.router import install_metrics_middleware
 from service.system.router import router as system_router
@@ -64,6 +66,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         benchmarks_router,
         calibrations_router,
         collectives_router,
+        inference_router,
+        plan_router,
     ):
         _docstring_summaries(router)
         app.include_router(router)

@@ -224,3 +224,119 @@ CALIBRATION_EXAMPLES = {
         value={"hardware": "a100-sxm-80gb", "op_families": ["matmul"], "dtype": "bf16", "holdout_fraction": 0.5},
     ),
 }
+
+INFERENCE_EXAMPLES = {
+    "llama-70b-h100": Example(
+        summary="Llama-3-70B on 4 H100s at TP4: 32 requests of 2k prompt and 256 output tokens",
+        value={
+            "model": "llama-3-70b",
+            "hardware": "h100-sxm",
+            "devices": 4,
+            "parallelism": {"tensor": 4},
+            "workload": {"batch": 32, "prompt_tokens": 2048, "output_tokens": 256},
+            "dtypes": {"weights": "bf16", "activations": "bf16", "kv_cache": "bf16"},
+            "price_per_device_hour": 2.5,
+        },
+    ),
+    "seed-004-mqa": Example(
+        summary="Seed 004: the MHA-vs-MQA calculator's model and A100 (1935 GB/s, efficiency 0.5), as MQA",
+        value={
+            "model": "seed-calculator",
+            "hardware": "a100-sxm-80gb",
+            "hardware_patch": {"memory": {"device": {"bandwidth_bytes_per_s": 1935e9}}},
+            "options": {"matmul_efficiency": 0.5, "memory_efficiency": 1.0, "launch_overhead_s": 5e-6},
+            "workload": {"batch": 10, "prompt_tokens": 1, "output_tokens": 1024},
+            "dtypes": {"weights": "fp16", "activations": "fp16"},
+            "implementation": {"attention": "naive", "fused": False},
+            "attention": {"kind": "mqa"},
+        },
+    ),
+    "mixtral-int8": Example(
+        summary="Mixtral 8x7B, int8 weights and fp8 KV cache, on 2 H100s with experts split over both",
+        value={
+            "model": "mixtral-8x7b",
+            "hardware": "h100-sxm",
+            "parallelism": {"tensor": 2, "expert": 2},
+            "workload": {"batch": 16, "prompt_tokens": 1024, "output_tokens": 512},
+            "dtypes": {"weights": "int8", "activations": "bf16", "kv_cache": "fp8"},
+        },
+    ),
+    "mixed-requests": Example(
+        summary="A batch of requests of different lengths on one A100",
+        value={
+            "model": "llama-3-8b",
+            "hardware": "a100-sxm-80gb",
+            "workload": {
+                "requests": [
+                    {"prompt_tokens": 512, "output_tokens": 128},
+                    {"prompt_tokens": 4096, "output_tokens": 64},
+                    {"prompt_tokens": 128, "output_tokens": 1024},
+                ]
+            },
+        },
+    ),
+}
+INFERENCE_BATCH_EXAMPLES = {
+    "capacity-sweep": Example(
+        summary="Capacity sweep: Llama-3-70B on H100s over batch × TP × weight dtype (4 × 3 × 2 = 24 runs)",
+        value={
+            "sweep": {
+                "base": {
+                    "model": "llama-3-70b",
+                    "hardware": "h100-sxm",
+                    "workload": {"batch": 8, "prompt_tokens": 2048, "output_tokens": 512},
+                },
+                "vary": {
+                    "workload.batch": [8, 32, 64, 128],
+                    "parallelism.tensor": [2, 4, 8],
+                    "dtypes.weights": ["bf16", "fp8"],
+                },
+            }
+        },
+    ),
+    "list": Example(
+        summary="Two runs side by side: the same model on an A100 and on an H100",
+        value={
+            "items": [
+                {
+                    "model": "llama-3-8b",
+                    "hardware": h,
+                    "workload": {"batch": 8, "prompt_tokens": 1024, "output_tokens": 256},
+                }
+                for h in ("a100-sxm-80gb", "h100-sxm")
+            ]
+        },
+    ),
+}
+PLAN_EXAMPLES = {
+    "llama-70b-chat": Example(
+        summary="Llama-3-70B chat at 20 requests/s (2k prompt, 256 output) within 1 s TTFT and 50 ms TPOT",
+        value={
+            "model": "llama-3-70b",
+            "hardware": ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200"],
+            "traffic": {"requests_per_s": 20, "prompt_tokens": 2048, "output_tokens": 256},
+            "objectives": {"time_to_first_token_s": 1.0, "time_per_output_token_s": 0.05},
+            "search": {
+                "tensor": [1, 2, 4, 8],
+                "batch": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024],
+                "dtypes": [
+                    {"weights": "bf16"},
+                    {"weights": "fp8", "kv_cache": "fp8"},
+                    {"weights": "int8", "kv_cache": "int8"},
+                ],
+            },
+            "prices": {"a100-sxm-80gb": 1.8, "h100-sxm": 2.9, "h200-sxm": 3.7, "b200": 5.5},
+            "max_results": 5,
+        },
+    ),
+    "impossible": Example(
+        summary="An objective nothing meets: the closest configurations and what each misses",
+        value={
+            "model": "llama-3.1-405b",
+            "hardware": ["h100-sxm"],
+            "traffic": {"output_tokens_per_s": 5000, "prompt_tokens": 8192, "output_tokens": 512},
+            "objectives": {"time_to_first_token_s": 0.1, "time_per_output_token_s": 0.005},
+            "max_results": 3,
+        },
+    ),
+}

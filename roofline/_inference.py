@@ -1,0 +1,1052 @@
+"""Whole inference runs of a decoder-only transformer: prefill, every decode step, memory and communication.
+
+A run is a model (`Transformer`), a device and its fabrics (`System`), a parallel layout (`Parallelism`), storage
+types (`Precision`) and a workload (`Workload`). Each forward pass is built from the op core (`roofline._ops`), per
+device, and every op of every run is evaluated at once: ops of one kind with the same static arguments on the same
+device are concatenated into one vectorised call (`_Evaluator`), whichever run or decode step they belong to, so a
+sweep of a thousand configurations costs a few dozen numpy calls.
+
+The decode never loops in Python over tokens. Step t of a request with P prompt tokens attends to P + t keys;
+everything else in a step depends only on how many sequences are active. The steps are evaluated as numpy arrays:
+all of them when there are at most `Run.decode_samples`, otherwise at that many evenly spaced steps (plus every step
+where the active batch changes) and summed with the exact weights of the piecewise-linear interpolant between them
+(`_linear_weights`): a decode step's time is affine in the context but for the block quantization of the
+attention kernel, so the sum differs from the step-by-step sum by far less than 0.1 %
+(tests/roofline/test_inference.py checks it).
+
+Sources: kipply, "Transformer Inference Arithmetic" (2022) and Kaplan et al. 2020 for parameters, FLOPs and the KV
+cache; Shoeybi et al. 2019 (Megatron-LM) for tensor parallelism; Huang et al. 2019 (GPipe) for the pipeline;
+Shazeer et al. 2017 / Fedus et al. 2021 for mixture-of-experts routing; Shazeer 2019 (MQA) and Ainslie et al. 2023
+(GQA); Pope et al. 2022, "Efficiently Scaling Transformer Inference", for the per-device memory and
+communication of a partitioned decode.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from roofline._collectives import Topology, collective
+from roofline._estimate import Array
+from roofline._hardware import Hardware, dtype_bytes
+from roofline._kernels import Kernel, single
+from roofline._ops import activation, attention, elementwise, embedding, layernorm, matmul, rotary, softmax
+
+IntArray = NDArray[np.int64]
+
+# Rows of the per-op breakdown that are not kernels.
+COMMUNICATION = "communication"
+PIPELINE_BUBBLE = "pipeline_bubble"
+
+# PyTorch's softmax keeps a row of at most 1024 elements in registers (one pass, online max and sum); longer rows go
+# to its block softmax, which reads the input three times (aten/src/ATen/native/cuda/SoftMax.cu, host_softmax; the
+# same rule bench/validate.py applies to LLMCompass's measured softmax).
+ONLINE_SOFTMAX_MAX_COLS = 1024
+
+FUSED_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu", "silu": "silu", "relu": "relu"}
+GATED_ACTIVATION = {"gelu": "geglu", "gelu_tanh": "geglu", "silu": "swiglu"}
+
+
+class ConfigError(ValueError):
+    """A run that cannot be built; `field` names the input at fault (e.g. `parallelism.tensor`)."""
+
+    def __init__(self, field: str, message: str, index: int | None = None) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.index = index  # which run of `estimate_many`
+
+
+# --- inputs ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Moe:
+    """Mixture-of-experts FFN: `experts` routed experts of width `expert_ffn`, `top_k` per token, plus
+    `shared_experts` every token uses; the first `dense_layers` layers have a dense FFN instead."""
+
+    experts: int
+    top_k: int
+    expert_ffn: int
+    shared_experts: int = 0
+    dense_layers: int = 0
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """A decoder-only transformer's shape. `window` and `window_layers`: local attention over the last `window`
+    tokens in that many layers (Mistral: all, Gemma 2: every other one)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    gated: bool
+    activation: str
+    vocab: int
+    tied_embeddings: bool = True
+    rms_norm: bool = False
+    rotary: bool = False
+    position_table: int = 0  # rows of a learned position-embedding table (0: none)
+    bias: bool = False
+    window: int | None = None
+    window_layers: int = 0
+    moe: Moe | None = None
+
+    def with_kv_heads(self, kv_heads: int) -> Transformer:
+        """The what-if of the same model with MHA (kv_heads = heads), MQA (1) or GQA (between)."""
+        return replace(self, kv_heads=kv_heads)
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """Megatron tensor parallelism inside a replica, GPipe pipeline stages, data-parallel replicas, and expert
+    parallelism (experts spread over `expert` devices of the tensor × data group)."""
+
+    tensor: int = 1
+    pipeline: int = 1
+    data: int = 1
+    expert: int = 1
+    micro_batches: int | None = None  # default: min(batch, pipeline)
+
+    @property
+    def devices(self) -> int:
+        return self.tensor * self.pipeline * self.data
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Storage types. Matmuls compute at the activation dtype's peak and read their weight operand at the weight
+    dtype's size (weight-only quantisation dequantises in the kernel: W8A16, W4A16); W8A8 is weights and
+    activations both fp8 or int8. Embedding and LM-head tables, norms and biases stay 16-bit when the weights
+    are narrower, as quantised checkpoints keep them."""
+
+    weights: str = "bf16"
+    activations: str = "bf16"
+    kv_cache: str = "bf16"
+
+    @property
+    def tables(self) -> str:
+        return self.weights if dtype_bytes(self.weights) >= 2 else "bf16"
+
+
+@dataclass(frozen=True)
+class System:
+    """Devices of one kind: the device, the collective topology a group of n of them uses (`roofline._collectives`:
+    the service builds it from the profile's fabrics), and the device's board power in watts."""
+
+    hardware: Hardware
+    topology: Callable[[int], Topology] | None = None
+    power_w: float | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Requests decoded together by one replica: prompt and output tokens per request (arrays of one length).
+    The prefill produces each request's first output token; each later token is one decode step."""
+
+    prompt_tokens: IntArray
+    output_tokens: IntArray
+
+    @staticmethod
+    def uniform(batch: int, prompt_tokens: int, output_tokens: int) -> Workload:
+        return Workload(np.full(batch, prompt_tokens, dtype=np.int64), np.full(batch, output_tokens, dtype=np.int64))
+
+    @property
+    def batch(self) -> int:
+        return int(self.prompt_tokens.size)
+
+    @property
+    def uniform_shape(self) -> bool:
+        return bool(
+            np.all(self.prompt_tokens == self.prompt_tokens[0]) and np.all(self.output_tokens == self.output_tokens[0])
+        )
+
+
+@dataclass(frozen=True)
+class Run:
+    model: Transformer
+    system: System
+    workload: Workload
+    parallelism: Parallelism = field(default_factory=Parallelism)
+    precision: Precision = field(default_factory=Precision)
+    attention: str = "flash"  # or "naive": scores, softmax and values as three kernels (eager PyTorch)
+    fused: bool = True  # bias, activation and residual in the matmul epilogues; rotary inside attention
+    decode_samples: int = 2048  # decode steps evaluated one by one up to this many; sampled beyond
+
+
+# --- outputs -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One row of a phase's breakdown: an op summed over layers (and decode steps), on one device."""
+
+    name: str
+    calls: float  # kernels (or collectives) per forward pass
+    flops: float
+    bytes: float
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+    time_s: float
+
+    @property
+    def bound(self) -> str:
+        if self.name == COMMUNICATION or self.name.endswith(("all_reduce", "all_to_all", "send")):
+            return COMMUNICATION
+        if self.name == PIPELINE_BUBBLE:
+            return "idle"
+        terms = {"compute": self.compute_s, "memory": self.memory_s, "overhead": self.overhead_s}
+        return max(terms, key=lambda k: terms[k])
+
+
+@dataclass(frozen=True)
+class Phase:
+    time_s: float
+    rows: list[OpRow]
+    communication_s: dict[str, float]  # tensor_parallel, pipeline, expert
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """Parameter counts of the whole model (not per device)."""
+
+    total: float
+    embedding: float  # token (and position) tables and an untied LM head
+    attention: float
+    ffn: float  # dense FFNs, routed and shared experts, routers
+    norms: float  # norm scales and shifts
+    active_per_token: float  # what one token's forward pass uses (top-k experts)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes on the busiest device."""
+
+    weights_bytes: float
+    kv_cache_bytes: float
+    activation_bytes: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+
+@dataclass(frozen=True)
+class InferenceEstimate:
+    parameters: Parameters
+    memory: Memory
+    max_batch_that_fits: int
+    prefill: Phase
+    decode: Phase
+    decode_steps: int
+    decode_first_step_s: float | None
+    decode_mean_step_s: float | None
+    decode_last_step_s: float | None
+    output_tokens: int  # per replica
+    pipeline_bubble_fraction: float
+    assumptions: dict[str, Any]
+
+    @property
+    def total_time_s(self) -> float:
+        return self.prefill.time_s + self.decode.time_s
+
+    @property
+    def communication_s(self) -> float:
+        return sum(self.prefill.communication_s.values()) + sum(self.decode.communication_s.values())
+
+
+# --- parameters and memory ---------------------------------------------------------------------------------------
+
+
+def _attention_params(m: Transformer) -> float:
+    qkv = m.hidden * (m.heads + 2 * m.kv_heads) * m.head_dim
+    out = m.heads * m.head_dim * m.hidden
+    bias = (m.heads + 2 * m.kv_heads) * m.head_dim + m.hidden if m.bias else 0
+    return float(qkv + out + bias)
+
+
+def _ffn_params(m: Transformer, width: int) -> float:
+    """One FFN of intermediate size `width`: 3·d·f gated (gate, up, down), 2·d·f otherwise."""
+    matrices = (3 if m.gated else 2) * m.hidden * width
+    bias = ((2 if m.gated else 1) * width + m.hidden) if m.bias else 0
+    return float(matrices + bias)
+
+
+def _norm_params(m: Transformer) -> float:
+    return float(m.hidden if m.rms_norm else 2 * m.hidden)
+
+
+def _moe_layer_params(m: Transformer) -> tuple[float, float, float]:
+    """(routed experts, shared experts, router) parameters of one MoE layer."""
+    assert m.moe is not None
+    e = m.moe
+    return (
+        e.experts * _ffn_params(m, e.expert_ffn),
+        e.shared_experts * _ffn_params(m, e.expert_ffn),
+        float(m.hidden * e.experts),
+    )
+
+
+def parameters(m: Transformer) -> Parameters:
+    """Parameter counts (kipply 2022: 4·d² attention and 2·d·f or 3·d·f FFN per layer, plus vocabulary · d)."""
+    table = float(m.vocab * m.hidden)
+    embedding_ = table * (1 if m.tied_embeddings else 2) + m.position_table * m.hidden
+    attn = m.layers * _attention_params(m)
+    norms = (2 * m.layers + 1) * _norm_params(m)
+    if m.moe is None:
+        ffn = m.layers * _ffn_params(m, m.ffn)
+        active_ffn = ffn
+    else:
+        routed, shared, router = _moe_layer_params(m)
+        moe_layers = m.layers - m.moe.dense_layers
+        dense = m.moe.dense_layers * _ffn_params(m, m.ffn)
+        ffn = dense + moe_layers * (routed + shared + router)
+        active_ffn = dense + moe_layers * (routed * m.moe.top_k / m.moe.experts + shared + router)
+    total = embedding_ + attn + norms + ffn
+    active = embedding_ + attn + norms + active_ffn  # as model cards count it: every table, k experts
+    return Parameters(total, embedding_, attn, ffn, norms, active)
+
+
+def touched_experts(experts: float, top_k: float, tokens: Array | float) -> Array:
+    """Experts a batch of `tokens` routed top-k among `experts` uses, in expectation under uniform routing:
+    E·(1 − (1 − k/E)^tokens)."""
+    out: Array = experts * (1.0 - (1.0 - top_k / experts) ** np.asarray(tokens, dtype=np.float64))
+    return out
+
+
+def _stages(m: Transformer, p: int) -> list[NDArray[np.int64]]:
+    return [np.asarray(s, dtype=np.int64) for s in np.array_split(np.arange(m.layers), p)]
+
+
+def _is_window_layer(m: Transformer, index: NDArray[np.int64]) -> NDArray[np.bool_]:
+    if m.window is None or m.window_layers == 0:
+        return np.zeros(index.shape, dtype=bool)
+    if m.window_layers >= m.layers:
+        return np.ones(index.shape, dtype=bool)
+    # Gemma 2 alternates local and global layers, local first.
+    out: NDArray[np.bool_] = index % 2 == 0
+    return out
+
+
+def _kv_heads_per_device(m: Transformer, t: int) -> float:
+    """KV heads one device holds: split over the tensor-parallel group, replicated when there are fewer than t."""
+    return max(1.0, m.kv_heads / t)
+
+
+def _expert_shard(m: Transformer, par: Parallelism) -> float:
+    """How many ways the routed experts' weights are split: over the tensor group, or over the expert group when
+    it is larger (then each device holds E/expert whole experts)."""
+    return float(max(par.tensor, par.expert))
+
+
+@functools.lru_cache(maxsize=4096)
+def weights_per_device(m: Transformer, par: Parallelism, prec: Precision) -> float:
+    """Weight bytes on the busiest pipeline stage: its layers' matrices split over the tensor group (KV
+    projections replicated when kv_heads < tensor), norms replicated, the vocabulary split over the tensor group
+    (Megatron's vocabulary-parallel embedding), the input table on the first stage and the LM head on the last."""
+    t, w, tab = par.tensor, dtype_bytes(prec.weights), dtype_bytes(prec.tables)
+    d, hd = m.hidden, m.head_dim
+    attn_matrices = (d * m.heads * hd * 2) / t + 2 * d * hd * _kv_heads_per_device(m, t)
+    attn_bias = ((m.heads + 2 * m.kv_heads) * hd / t + d) if m.bias else 0.0
+    layer_fixed = attn_matrices * w + (attn_bias + 2 * _norm_params(m)) * tab
+    dense_ffn = _ffn_params(m, m.ffn) / t * w
+    if m.moe is not None:
+        routed, shared, router = _moe_layer_params(m)
+        moe_ffn = routed / _expert_shard(m, par) * w + shared / t * w + router * tab
+    else:
+        moe_ffn = dense_ffn
+    dense_layers = m.moe.dense_layers if m.moe is not None else m.layers
+    table = m.vocab * d / t * tab
+    stages = _stages(m, par.pipeline)
+    worst = 0.0
+    for index, layers in enumerate(stages):
+        n_dense = float(np.sum(layers < dense_layers))
+        n_moe = float(layers.size) - n_dense
+        total = layers.size * layer_fixed + n_dense * dense_ffn + n_moe * moe_ffn
+        if index == 0:
+            total += table + m.position_table * d * tab
+        if index == len(stages) - 1:
+            total += _norm_params(m) * tab
+            if not m.tied_embeddings or len(stages) > 1:
+                total += table
+        worst = max(worst, total)
+    return worst
+
+
+@functools.lru_cache(maxsize=4096)
+def kv_bytes_per_sequence(m: Transformer, par: Parallelism, prec: Precision, tokens: float) -> float:
+    """KV cache of one sequence of `tokens` on the busiest stage: 2 · layers · kv_heads · head_dim · tokens ·
+    size(kv) (kipply 2022), with kv_heads per device and windowed layers holding at most `window` tokens."""
+    per_token_layer = 2.0 * _kv_heads_per_device(m, par.tensor) * m.head_dim * dtype_bytes(prec.kv_cache)
+    worst = 0.0
+    for layers in _stages(m, par.pipeline):
+        local = _is_window_layer(m, layers)
+        window = float(m.window) if m.window is not None else tokens
+        held = float(np.sum(np.where(local, min(tokens, window), tokens)))
+        worst = max(worst, held * per_token_layer)
+    return worst
+
+
+def _activation_bytes_per_sequence(
+    m: Transformer, par: Parallelism, prec: Precision, prompt: float, naive: bool
+) -> float:
+    """Peak transient bytes per sequence of a prefill micro-batch: the residual stream, the widest intermediate one
+    kernel writes (QKV, the FFN's up projection or, for eager attention, the score matrix) and fp32 logits."""
+    t = par.tensor
+    h_dev, kvh_dev = m.heads / t, _kv_heads_per_device(m, t)
+    g = 2 if m.gated else 1
+    widths = [(h_dev + 2 * kvh_dev) * m.head_dim, g * m.ffn / t]
+    if m.moe is not None:
+        widths.append(g * (m.moe.top_k + m.moe.shared_experts) * m.moe.expert_ffn / t)
+    widest = max(widths) * prompt
+    if naive:
+        keys = min(prompt, m.window) if m.window is not None and m.window_layers >= m.layers else prompt
+        widest = max(widest, h_dev * prompt * keys)
+    return (prompt * m.hidden + widest) * dtype_bytes(prec.activations) + m.vocab / t * 4.0
+
+
+# --- evaluation --------------------------------------------------------------------------------------------------
+
+_OPS: dict[str, Callable[..., list[Kernel]]] = {
+    "matmul": matmul,
+    "attention": attention,
+    "softmax": softmax,
+    "layernorm": layernorm,
+    "elementwise": elementwise,
+    "activation": activation,
+    "rotary": rotary,
+    "embedding": embedding,
+}
+_TERMS = ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s")
+
+
+class _Call:
+    """One op of a forward pass at `points` points (1-D `sizes`); `index` maps the phase's samples to the points.
+    Calls with equal `key` are evaluated together."""
+
+    __slots__ = ("adjust", "hw", "index", "key", "op", "points", "result", "sizes", "static", "vector_dtype")
+
+    def __init__(
+        self,
+        hw: Hardware,
+        op: str,
+        static: tuple[tuple[str, Any], ...],
+        sizes: dict[str, Array],
+        index: IntArray,
+        vector_dtype: str,
+        adjust: tuple[tuple[str, float], ...] = (),
+    ) -> None:
+        self.hw, self.op, self.static, self.sizes, self.index = hw, op, static, sizes, index
+        self.vector_dtype, self.adjust = vector_dtype, adjust
+        self.points = len(next(iter(sizes.values())))
+        self.key = (id(hw), op, static, adjust, vector_dtype, tuple(sizes))
+        self.result: Array = _NO_RESULT  # _TERMS × points, once evaluated
+
+
+_NO_RESULT: Array = np.zeros((6, 0))
+
+
+def _apply(kernels: list[Kernel], adjust: tuple[tuple[str, float], ...]) -> None:
+    """Storage types the op functions take as one dtype: a matmul's weight operand (B) read at the weight or KV
+    dtype, flash attention's K/V at the KV dtype, a gated epilogue writing half of its product's columns."""
+    main = kernels[0]
+    for what, factor in adjust:
+        if what == "b_operand":
+            main.external_in_bytes = main.external_in_bytes + main.extra["b_bytes"] * (factor - 1.0)
+        elif what == "external":
+            main.external_in_bytes = main.external_in_bytes * factor
+        elif what == "out":
+            main.out_bytes = main.out_bytes * factor
+        else:  # pragma: no cover - internal
+            raise ValueError(f"unknown adjustment {what!r}")
+
+
+@dataclass
+class _Collective:
+    """One collective at `message_bytes` (1-D) among `devices` devices of a system."""
+
+    topology: Callable[[int], Topology]
+    op: str
+    devices: int
+    message_bytes: Array
+    owner: int
+    time_s: Array = field(default_factory=lambda: np.zeros(0))
+
+
+class _Evaluator:
+    """Collects the ops of many passes and evaluates each group of alike ops in one vectorised call."""
+
+    def __init__(self) -> None:
+        self.calls: list[_Call] = []
+        self.collective_calls: list[_Collective] = []
+        self.owner = 0  # the run whose ops are being added
+
+    def add(self, call: _Call) -> _Call:
+        self.calls.append(call)
+        return call
+
+    def collective(self, system: System, op: str, devices: int, message_bytes: Array) -> _Collective:
+        if system.topology is None:
+            raise ConfigError("hardware", f"{system.hardware.name} has no interconnect for a {devices}-device {op}")
+        call = _Collective(system.topology, op, devices, message_bytes, self.owner)
+        self.collective_calls.append(call)
+        return call
+
+    def run(self) -> None:
+        coll_groups: dict[tuple[Any, ...], list[_Collective]] = {}
+        for coll in self.collective_calls:
+            coll_groups.setdefault((id(coll.topology), coll.op, coll.devices), []).append(coll)
+        for colls in coll_groups.values():
+            head = colls[0]
+            try:
+                # A send_recv over a group's topology is between neighbours: across nodes when the group spans them.
+                topology = head.topology(head.devices)
+                messages = np.concatenate([c.message_bytes for c in colls])
+                seconds = collective(head.op, messages, topology).time_s
+            except ValueError as err:
+                field_ = {"all_reduce": "parallelism.tensor", "all_to_all": "parallelism.expert"}.get(
+                    head.op, "parallelism.pipeline"
+                )
+                message = err.message if isinstance(err, ConfigError) else str(err)
+                raise ConfigError(field_, message, min(c.owner for c in colls)) from None
+            offset = 0
+            for coll in colls:
+                coll.time_s = np.asarray(seconds[offset : offset + coll.message_bytes.size], dtype=np.float64)
+                offset += coll.message_bytes.size
+        self.collective_calls = []
+        groups: dict[tuple[Any, ...], list[_Call]] = {}
+        for call in self.calls:
+            groups.setdefault(call.key, []).append(call)
+        for calls in groups.values():
+            first = calls[0]
+            sizes = {name: np.concatenate([c.sizes[name] for c in calls]) for name in first.sizes}
+            kernels = _OPS[first.op](first.hw, **sizes, **dict(first.static))
+            _apply(kernels, first.adjust)
+            est = single(kernels, first.hw, first.hw.vector_peak(first.vector_dtype), first.hw.launch_s)
+            values = np.stack([est.flops, est.bytes, est.compute_s, est.memory_s, est.overhead_s, est.time_s]).astype(
+                np.float64
+            )
+            start = 0
+            for c in calls:
+                stop = start + c.points
+                c.result = values[:, start:stop]
+                start = stop
+        self.calls = []
+
+
+def _linear_weights(samples: IntArray) -> Array:
+    """Weights w such that Σ w·f(samples) = Σ_{j = first … last} f̂(j), f̂ the piecewise-linear interpolant of f
+    between consecutive samples. Between samples a < b (n = b − a) the steps a … b − 1 contribute (n + 1)/2 of
+    f(a) and (n − 1)/2 of f(b); the last sample adds itself once. All ones when every step is a sample."""
+    w = np.zeros(samples.size)
+    gaps = np.diff(samples).astype(np.float64)
+    w[:-1] += (gaps + 1.0) / 2.0
+    w[1:] += (gaps - 1.0) / 2.0
+    w[-1] += 1.0
+    return w
+
+
+@dataclass
+class _Entry:
+    call: _Call
+    count: float  # kernels of this kind per forward pass (layers)
+    point_weight: Array | None = None  # per point of the call: a share of the pass that uses it (0 or 1)
+
+
+@dataclass
+class _Pass:
+    """The ops of forward passes at K sample points (prefill: one; decode: the sampled steps), on one device.
+
+    A call's results map to samples through its `index`; in the prefill (`sum_points`), attention has one point
+    per distinct prompt length and its points are summed."""
+
+    samples: int
+    sum_points: bool = False
+    rows: dict[str, list[_Entry]] = field(default_factory=dict)
+    comm: dict[str, tuple[_Collective, IntArray, float]] = field(default_factory=dict)  # name → (op, index, calls)
+
+    def add(self, name: str, call: _Call, count: float, point_weight: Array | None = None) -> None:
+        if count > 0:
+            self.rows.setdefault(name, []).append(_Entry(call, count, point_weight))
+
+    def totals(self) -> dict[str, tuple[Array, float]]:
+        """Per row: its `_TERMS` per forward pass at each sample (a _TERMS × samples matrix) and its calls per pass."""
+        out: dict[str, tuple[Array, float]] = {}
+        for name, entries in self.rows.items():
+            acc = np.zeros((len(_TERMS), self.samples))
+            calls = 0.0
+            for e in entries:
+                values = e.call.result if e.point_weight is None else e.call.result * e.point_weight
+                if self.sum_points and e.call.index.size == 0:
+                    acc += e.count * values.sum(axis=1, keepdims=True)
+                else:
+                    acc += e.count * values[:, e.call.index]
+                calls += e.count
+            out[name] = (acc, calls)
+        for name, (coll, index, calls) in self.comm.items():
+            acc = np.zeros((len(_TERMS), self.samples))
+            acc[1], acc[5] = calls * coll.message_bytes[index], calls * coll.time_s[index]
+            out[name] = (acc, calls)
+        return out
+
+
+class _RunPlan:
+    """One run: validates it, registers its ops with the evaluator, and assembles the estimate afterwards."""
+
+    def __init__(self, run: Run, ev: _Evaluator) -> None:
+        validate(run)
+        self.run, self.ev = run, ev
+        self.hidden_bytes = run.model.hidden * dtype_bytes(run.precision.activations)
+        self.hw = run.system.hardware
+        self.wl = run.workload
+        self.batch = self.wl.batch
+        p = run.parallelism.pipeline
+        self.micro = run.parallelism.micro_batches or min(self.batch, p)
+        prompts = self.wl.prompt_tokens.astype(np.float64)
+        outputs = self.wl.output_tokens.astype(np.int64)
+
+        # Prefill: every prompt, in `micro` micro-batches; the LM head runs on each sequence's last position.
+        self.prefill = _Pass(1, sum_points=True)
+        b_m = self.batch / self.micro
+        unique_p, counts = np.unique(prompts, return_counts=True)
+        span = run.parallelism.tensor * p
+        self.prefill_send = (
+            self.ev.collective(
+                run.system, "send_recv", span, np.array([prompts.sum() / self.micro]) * self.hidden_bytes
+            )
+            if p > 1
+            else None
+        )
+        self._build(
+            self.prefill, tokens=np.array([prompts.sum() / self.micro]),
+            attn=(counts / self.micro, unique_p, unique_p), sequences=np.array([b_m]), prefill=True,
+        )  # fmt: skip
+
+        # Decode: steps j = 1 … S (S = longest output − 1); request i is active while j ≤ o_i − 1 and its new token
+        # attends to its p_i + j cached keys (itself included).
+        self.steps = int(outputs.max()) - 1
+        self.samples = self._samples(outputs) if self.steps > 0 else np.zeros(0, dtype=np.int64)
+        self.decode = _Pass(self.samples.size)
+        if self.steps > 0:
+            active = (outputs[None, :] - 1) >= self.samples[:, None]
+            self.active = active.sum(axis=1).astype(np.float64)
+            contexts = np.where(active, prompts[None, :] + self.samples[:, None], 0.0).sum(axis=1)
+            self.micro_k = np.minimum(float(self.micro), self.active)
+            b_k = self.active / self.micro_k
+            self.weights = _linear_weights(self.samples)
+            self.step_bytes = b_k * self.hidden_bytes
+            if p > 1:
+                self.decode_send = self.ev.collective(run.system, "send_recv", span, self.step_bytes)
+            self._build(
+                self.decode, tokens=b_k, attn=(b_k, np.ones_like(b_k), contexts / self.active), sequences=b_k,
+                prefill=False,
+            )  # fmt: skip
+
+    def _samples(self, outputs: IntArray) -> IntArray:
+        if self.steps <= self.run.decode_samples:
+            return np.arange(1, self.steps + 1, dtype=np.int64)
+        grid = np.rint(np.linspace(1, self.steps, self.run.decode_samples)).astype(np.int64)
+        # Steps where the active batch changes are kept with their neighbours: no interpolation straddles one.
+        ends = outputs - 1
+        breaks = np.concatenate([ends, ends + 1])
+        breaks = breaks[(breaks >= 1) & (breaks <= self.steps)]
+        out: IntArray = np.unique(np.concatenate([grid, breaks]))
+        return out
+
+    def _call(
+        self, op: str, sizes: dict[str, Array], static: dict[str, Any], index: IntArray,
+        adjust: tuple[tuple[str, float], ...] = (),
+    ) -> _Call:  # fmt: skip
+        items = tuple(sorted(static.items()))
+        return self.ev.add(_Call(self.hw, op, items, sizes, index, self.run.precision.activations, adjust))
+
+    def _build(
+        self, ps: _Pass, tokens: Array, attn: tuple[Array, Array, Array], sequences: Array, prefill: bool
+    ) -> None:
+        """Register the ops of one forward pass through every layer, per device and per micro-batch.
+
+        `tokens` (new tokens in the micro-batch) and `sequences` are arrays over the samples; `attn` is
+        (sequences, query length, keys) per attention point (one per sample in the decode; one per distinct prompt
+        length in the prefill)."""
+        run, m, par, prec = self.run, self.run.model, self.run.parallelism, self.run.precision
+        t, fused = par.tensor, run.fused
+        act = prec.activations
+        s_act = dtype_bytes(act)
+        w_factor = dtype_bytes(prec.weights) / s_act
+        table_factor = dtype_bytes(prec.tables) / s_act
+        kv_factor = dtype_bytes(prec.kv_cache) / s_act
+        d, hd = float(m.hidden), float(m.head_dim)
+        h_dev, kvh_dev = m.heads / t, _kv_heads_per_device(m, t)
+        g = 2.0 if m.gated else 1.0
+        layers = float(m.layers)
+        bias = ("bias",) if m.bias else ()
+
+        # Everything but attention depends only on the tokens in the pass: evaluated once per distinct count.
+        tok, inv = _unique(tokens)
+
+        def linear(
+            name: str, n: Array | float, k: Array | float, count: float, epilogue: tuple[str, ...] = (),
+            out: float = 1.0, rows: Array | None = None, batch: Array | float = 1.0, weight: float | None = None,
+            index: IntArray | None = None,
+        ) -> None:  # fmt: skip
+            """y = x·W: a matmul whose B operand (the weights) is read at the weight dtype's size."""
+            mm = tok if rows is None else rows
+            sizes = {
+                name_: _full(value, mm.shape) for name_, value in (("m", mm), ("n", n), ("k", k), ("batch", batch))
+            }
+            adjust: tuple[tuple[str, float], ...] = (("b_operand", w_factor if weight is None else weight),)
+            if out != 1.0:
+                adjust = (*adjust, ("out", out))
+            epi = tuple(e for e in epilogue if fused or e == "bias")  # eager linear layers add their bias (addmm)
+            static = {"dtype": act, "epilogue": epi, "fuse_epilogue": True}
+            ps.add(name, self._call("matmul", sizes, static, inv if index is None else index, adjust), count)
+
+        def vector(name: str, op: str, count: float, static: dict[str, Any], **sizes: Array | float) -> None:
+            shaped = {k: _full(v, tok.shape) for k, v in sizes.items()}
+            ps.add(name, self._call(op, shaped, {"dtype": act, **static}, inv), count)
+
+        def norm(name: str, count: float, rows: Array = tok, index: IntArray = inv) -> None:
+            sizes = {"rows": rows, "cols": _full(d, rows.shape)}
+            ps.add(name, self._call("layernorm", sizes, {"dtype": act, "rms": m.rms_norm}, index), count)
+
+        def activation_(name: str, elements: Array, count: float) -> None:
+            if fused:  # the up projection's epilogue
+                return
+            if m.gated and m.activation not in GATED_ACTIVATION:  # ReGLU: relu(gate) · up
+                vector(
+                    name, "elementwise", count, {"inputs": 2, "outputs": 1, "flops_per_element": 2.0}, elements=elements
+                )
+            else:
+                fn = GATED_ACTIVATION[m.activation] if m.gated else m.activation
+                vector(name, "activation", count, {"function": fn}, elements=elements)
+
+        # Fused, the up projection's epilogue applies the activation; a gated pair writes act(gate)·up, half of
+        # the product's columns.
+        up_epilogue = (*bias, FUSED_ACTIVATION[m.activation])
+        up_out = 0.5 if m.gated and fused else 1.0
+
+        window = _is_window_layer(m, np.arange(m.layers))
+        n_local = float(window.sum())
+        n_moe = float(m.layers - m.moe.dense_layers) if m.moe is not None else 0.0
+        n_dense = layers - n_moe
+
+        # Embedding lookup: each device gathers the rows of its vocabulary slice (Megatron), all-reduced with the
+        # first all-reduce; modelled as one gather of every token's row.
+        embed = {"tokens": tok, "hidden": _full(d, tok.shape), "vocab": _full(m.vocab / t, tok.shape)}
+        ps.add("embedding", self._call("embedding", embed, {"dtype": prec.tables}, inv), 1.0)
+
+        # Attention block: norm, QKV (heads split over the tensor group), rotary, attention, output projection.
+        norm("attention_norm", layers)
+        linear("qkv_projection", (h_dev + 2 * kvh_dev) * hd, d, layers, bias)
+        if m.rotary and not fused:  # fused: applied inside the attention kernel (its FLOPs are negligible)
+            vector("rotary", "rotary", layers, {}, tokens=tok, heads=h_dev + kvh_dev, head_dim=hd)
+        a_seq, a_q, a_kv = attn
+        a_index = np.zeros(0, dtype=np.int64) if prefill else np.arange(a_seq.size, dtype=np.int64)
+        for count, local in ((layers - n_local, False), (n_local, True)):
+            if count == 0:
+                continue
+            kv = np.minimum(a_kv, float(m.window)) if local and m.window is not None else a_kv
+            # A prompt longer than the window: each query sees a band of `window` keys. A non-causal q × window block
+            # has the band's pairs and reads K/V as a banded flash kernel does (the first window's triangle is
+            # counted in full: at most window / 2q over).
+            causal = not bool(np.any(kv < a_q))
+            if run.attention == "flash":
+                sizes = {
+                    "batch": a_seq, "heads": _full(h_dev, a_seq.shape), "kv_heads": _full(kvh_dev, a_seq.shape),
+                    "head_dim": _full(hd, a_seq.shape), "q_len": a_q, "kv_len": kv,
+                }  # fmt: skip
+                static = {"dtype": act, "causal": causal, "implementation": "flash"}
+                ps.add("attention", self._call("attention", sizes, static, a_index, (("external", kv_factor),)), count)
+                continue
+            # Eager attention (PyTorch without a fused kernel; seed 004's calculator): S = Q·Kᵀ per KV head for its
+            # group of query heads, softmax, O = S·V, three kernels through device memory; K and V are the B operands.
+            group = h_dev / kvh_dev
+            mm = {"m": group * a_q, "batch": a_seq * kvh_dev}
+            static = {"dtype": act, "epilogue": (), "fuse_epilogue": True}
+            adjust = (("b_operand", kv_factor),)
+            scores = self._call("matmul", {**mm, "n": kv, "k": _full(hd, kv.shape)}, static, a_index, adjust)
+            ps.add("attention_scores", scores, count)
+            rows = a_seq * h_dev * a_q
+            for online in (True, False):
+                share = (kv <= ONLINE_SOFTMAX_MAX_COLS) == online
+                if np.any(share):
+                    call = self._call("softmax", {"rows": rows, "cols": kv}, {"dtype": act, "online": online}, a_index)
+                    ps.add("softmax", call, count, share.astype(np.float64))
+            values = self._call("matmul", {**mm, "n": _full(hd, kv.shape), "k": kv}, static, a_index, adjust)
+            ps.add("attention_values", values, count)
+        linear("output_projection", d, h_dev * hd, layers, (*bias, "residual"))
+        if not fused:
+            vector(
+                "residual_add",
+                "elementwise",
+                layers,
+                {"inputs": 2, "outputs": 1, "flops_per_element": 1.0},
+                elements=tok * d,
+            )
+
+        # Megatron: one all-reduce of the block's output after attention and one after the FFN.
+        if t > 1:
+            coll = self.ev.collective(run.system, "all_reduce", t, tok * d * s_act)
+            ps.comm["tensor_parallel_all_reduce"] = (coll, inv, 2.0 * layers)
+
+        # FFN block.
+        norm("ffn_norm", layers)
+        if n_dense > 0:
+            width = m.ffn / t
+            linear("ffn_up", g * width, d, n_dense, up_epilogue, up_out)
+            activation_("activation", tok * width, n_dense)
+            linear("ffn_down", d, width, n_dense, (*bias, "residual"))
+            if not fused:
+                vector(
+                    "residual_add",
+                    "elementwise",
+                    n_dense,
+                    {"inputs": 2, "outputs": 1, "flops_per_element": 1.0},
+                    elements=tok * d,
+                )
+        if m.moe is not None and n_moe > 0:
+            e, ep = m.moe, float(par.expert)
+            # The expert group routes the tokens of its tensor group, or of ep/t replicas when it is wider; each
+            # device holds E/ep experts, each split over t/ep devices when ep < t (`_expert_shard`).
+            width = e.expert_ffn * ep / _expert_shard(m, par)
+            group_tokens = tok * max(1.0, ep / t)
+            touched = touched_experts(e.experts, e.top_k, group_tokens) / ep  # on this device
+            pairs = group_tokens * e.top_k / ep  # token-expert pairs this device computes
+            per_expert = pairs / touched
+            linear("router", float(e.experts), d, n_moe, weight=table_factor)
+            linear("experts_up", g * width, d, n_moe, up_epilogue, up_out, rows=per_expert, batch=touched)
+            activation_("experts_activation", pairs * width, n_moe)
+            linear("experts_down", d, width, n_moe, rows=per_expert, batch=touched)
+            inputs = e.top_k + 1.0  # the k expert outputs and the residual, weighted and summed
+            if e.shared_experts:
+                shared = e.shared_experts * e.expert_ffn / t
+                linear("shared_experts_up", g * shared, d, n_moe, up_epilogue, up_out)
+                activation_("shared_experts_activation", tok * shared, n_moe)
+                linear("shared_experts_down", d, shared, n_moe)
+                inputs += 1.0
+            static = {"inputs": inputs, "outputs": 1, "flops_per_element": 2.0 * inputs}
+            vector("experts_combine", "elementwise", n_moe, static, elements=tok * d)
+            if ep > t:
+                # Dispatch and combine: each device sends its share of the tokens' k copies (Lepikhin et al. 2020).
+                coll = self.ev.collective(run.system, "all_to_all", par.expert, tok * e.top_k * d * s_act / t)
+                ps.comm["expert_all_to_all"] = (coll, inv, 2.0 * n_moe)
+
+        # Final norm and the LM head on each sequence's last position (vocabulary split over the tensor group).
+        rows, index = _unique(sequences)
+        norm("final_norm", 1.0, rows, index)
+        linear("lm_head", m.vocab / t, d, 1.0, rows=rows, weight=table_factor, index=index)
+
+    # -- assembling --
+
+    def assemble(self) -> InferenceEstimate:
+        m, par = self.run.model, self.run.parallelism
+        p, mb = par.pipeline, float(self.micro)
+
+        # Prefill (GPipe): m micro-batches through p stages take (m + p − 1) stage times τ plus p − 1 sends.
+        pre = self.prefill.totals()
+        tau = _pass_time(pre) / p
+        send_bytes = np.array([self.wl.prompt_tokens.sum() / mb]) * self.hidden_bytes
+        send = self.prefill_send.time_s if self.prefill_send is not None else np.zeros(1)
+        prefill_time = float(((mb + p - 1) * tau + (p - 1) * send)[0])
+        prefill_rows = _rows(pre, np.array([mb / p]), np.ones(1))
+        comm_pre = _comm(pre, np.array([mb / p]), np.ones(1))
+        if p > 1:
+            comm_pre["pipeline"] = float((p - 1) * send[0])
+            prefill_rows.append(_row("pipeline_send", p - 1.0, float((p - 1) * send_bytes[0]), comm_pre["pipeline"]))
+            prefill_rows.append(_row(PIPELINE_BUBBLE, 0.0, 0.0, float((p - 1) * tau[0])))
+
+        # Decode: every step advances each sequence once. m micro-batches keep the stages busy (m·τ) unless one
+        # micro-batch's round trip through the p stages is longer (p·(τ + send)).
+        first = mean = last = None
+        decode_rows: list[OpRow] = []
+        comm_dec = {"tensor_parallel": 0.0, "pipeline": 0.0, "expert": 0.0}
+        decode_time = 0.0
+        if self.steps > 0:
+            dec = self.decode.totals()
+            tau_k = _pass_time(dec) / p
+            mk, w = self.micro_k, self.weights
+            step_bytes = self.step_bytes
+            step_send = self.decode_send.time_s if p > 1 else np.zeros_like(tau_k)
+            step = np.maximum(mk * tau_k, p * (tau_k + step_send))
+            decode_time = float(w @ step)
+            first, last, mean = float(step[0]), float(step[-1]), decode_time / self.steps
+            decode_rows = _rows(dec, mk / p, w)
+            comm_dec = _comm(dec, mk / p, w)
+            if p > 1:
+                idle = np.maximum(0.0, p - mk) * tau_k
+                comm_dec["pipeline"] = float(w @ (step - mk * tau_k - idle))
+                decode_rows.append(_row("pipeline_send", float(p), float(w @ (p * step_bytes)), comm_dec["pipeline"]))
+                decode_rows.append(_row(PIPELINE_BUBBLE, 0.0, 0.0, float(w @ idle)))
+
+        return InferenceEstimate(
+            parameters=parameters(m),
+            memory=self.memory(),
+            max_batch_that_fits=self.max_batch(),
+            prefill=Phase(prefill_time, prefill_rows, comm_pre),
+            decode=Phase(decode_time, decode_rows, comm_dec),
+            decode_steps=self.steps,
+            decode_first_step_s=first,
+            decode_mean_step_s=mean,
+            decode_last_step_s=last,
+            output_tokens=int(self.wl.output_tokens.sum()),
+            pipeline_bubble_fraction=(p - 1) / (mb + p - 1),
+            assumptions={
+                "micro_batches": self.micro,
+                "decode_steps_evaluated": int(self.samples.size),
+                "collectives": "roofline._collectives, fastest algorithm per message (auto)",
+            },
+        )
+
+    def memory(self) -> Memory:
+        run, m, par, prec = self.run, self.run.model, self.run.parallelism, self.run.precision
+        # The last output token is sampled, never fed back: a request holds p + o − 1 tokens of K and V at most.
+        contexts, counts = np.unique(self.wl.prompt_tokens + self.wl.output_tokens - 1, return_counts=True)
+        kv = sum(
+            kv_bytes_per_sequence(m, par, prec, float(c)) * float(n) for c, n in zip(contexts, counts, strict=True)
+        )
+        prompts, counts = np.unique(self.wl.prompt_tokens, return_counts=True)
+        naive = run.attention == "naive"
+        act = (
+            sum(
+                _activation_bytes_per_sequence(m, par, prec, float(pt), naive) * float(n)
+                for pt, n in zip(prompts, counts, strict=True)
+            )
+            / self.micro
+        )
+        return Memory(
+            weights_per_device(m, par, prec), float(kv), float(act), run.system.hardware.memory_capacity_bytes
+        )
+
+    def max_batch(self) -> int:
+        """The largest batch of requests shaped like the longest one that fits: the capacity left by the weights
+        over one sequence's KV cache and prefill activations (both linear in the batch)."""
+        run, m, par, prec = self.run, self.run.model, self.run.parallelism, self.run.precision
+        context = float((self.wl.prompt_tokens + self.wl.output_tokens - 1).max())
+        prompt = float(self.wl.prompt_tokens.max())
+        micro = float(par.micro_batches or par.pipeline)
+        naive = run.attention == "naive"
+        per_sequence = kv_bytes_per_sequence(m, par, prec, context)
+        per_sequence += _activation_bytes_per_sequence(m, par, prec, prompt, naive) / micro
+        free = run.system.hardware.memory_capacity_bytes - weights_per_device(m, par, prec)
+        return max(0, math.floor(free / per_sequence))
+
+
+def _pass_time(totals: dict[str, tuple[Array, float]]) -> Array:
+    out: Array = np.sum([values[5] for values, _ in totals.values()], axis=0)
+    return out
+
+
+def _unique(values: Array) -> tuple[Array, IntArray]:
+    uniq, inv = np.unique(values, return_inverse=True)
+    return uniq.astype(np.float64), inv.astype(np.int64).reshape(-1)
+
+
+def _full(value: Array | float, shape: tuple[int, ...]) -> Array:
+    if isinstance(value, np.ndarray) and value.shape == shape:
+        return value
+    out: Array = np.empty(shape)
+    out[...] = value
+    return out
+
+
+def _row(name: str, calls: float, bytes_: float, time_s: float) -> OpRow:
+    return OpRow(name, calls, 0.0, bytes_, 0.0, 0.0, 0.0, time_s)
+
+
+def _rows(totals: dict[str, tuple[Array, float]], scale: Array, weights: Array) -> list[OpRow]:
+    """Rows of a phase: per-pass figures at each sample, times the passes a device runs per sample (`scale`),
+    summed over the samples with their weights."""
+    rows = []
+    for name, (values, calls) in totals.items():
+        flops, bytes_, compute, memory, overhead, time = ((values * scale) @ weights).tolist()
+        rows.append(OpRow(name, calls, flops, bytes_, compute, memory, overhead, time))
+    return rows
+
+
+def _comm(totals: dict[str, tuple[Array, float]], scale: Array, weights: Array) -> dict[str, float]:
+    out = {"tensor_parallel": 0.0, "pipeline": 0.0, "expert": 0.0}
+    for name, group in (("tensor_parallel_all_reduce", "tensor_parallel"), ("expert_all_to_all", "expert")):
+        if name in totals:
+            out[group] = float((totals[name][0][5] * scale) @ weights)
+    return out
+
+
+def validate(run: Run) -> None:
+    """Raise `ConfigError` naming the input at fault if `run` cannot be built."""
+    m, par, prec, wl = run.model, run.parallelism, run.precision, run.workload
+    t = par.tensor
+    for name, value in (("tensor", t), ("pipeline", par.pipeline), ("data", par.data), ("expert", par.expert)):
+        if value < 1:
+            raise ConfigError(f"parallelism.{name}", "must be at least 1")
+    if m.heads % t:
+        raise ConfigError("parallelism.tensor", f"{t} does not divide the model's {m.heads} attention heads")
+    if m.kv_heads % t and t % m.kv_heads:
+        raise ConfigError("parallelism.tensor", f"{t} and the model's {m.kv_heads} KV heads must divide one another")
+    if par.pipeline > m.layers:
+        raise ConfigError("parallelism.pipeline", f"{par.pipeline} stages for {m.layers} layers")
+    if par.micro_batches is not None and par.micro_batches > wl.batch:
+        raise ConfigError("parallelism.micro_batches", f"{par.micro_batches} micro-batches for a batch of {wl.batch}")
+    if m.moe is None and par.expert > 1:
+        raise ConfigError("parallelism.expert", "expert parallelism needs a mixture-of-experts model")
+    if m.moe is not None and par.expert > 1:
+        e = par.expert
+        if m.moe.experts % e:
+            raise ConfigError("parallelism.expert", f"{e} does not divide the model's {m.moe.experts} experts")
+        if not ((e <= t and t % e == 0) or (e > t and e % t == 0 and (t * par.data) % e == 0)):
+            raise ConfigError(
+                "parallelism.expert",
+                f"{e} must divide tensor ({t}), or be a multiple of it that divides tensor × data ({t * par.data})",
+            )
+    hw = run.system.hardware
+    for name, dtype in (("activations", prec.activations),):
+        try:
+            hw.matrix_peak(dtype)
+        except ValueError as err:
+            raise ConfigError(f"dtypes.{name}", str(err)) from None
+    for name, dtype in (("weights", prec.weights), ("kv_cache", prec.kv_cache), ("activations", prec.activations)):
+        try:
+            dtype_bytes(dtype)
+        except ValueError as err:
+            raise ConfigError(f"dtypes.{name}", str(err)) from None
+    if wl.batch < 1 or wl.prompt_tokens.shape != wl.output_tokens.shape:
+        raise ConfigError("workload", "needs at least one request, with prompt and output lengths")
+    if np.any(wl.prompt_tokens < 1) or np.any(wl.output_tokens < 1):
+        raise ConfigError("workload", "prompt and output lengths are at least 1")
+    if run.attention not in ("flash", "naive"):
+        raise ConfigError("implementation.attention", f"unknown attention implementation {run.attention!r}")
+
+
+def estimate_many(runs: Sequence[Run]) -> list[InferenceEstimate]:
+    """Estimate many runs with their ops evaluated together (one vectorised call per kind of op and device)."""
+    ev = _Evaluator()
+    plans = []
+    for index, run in enumerate(runs):
+        ev.owner = index
+        try:
+            plans.append(_RunPlan(run, ev))
+        except ConfigError as err:
+            raise ConfigError(err.field, err.message, index) from None
+    ev.run()
+    return [plan.assemble() for plan in plans]
+
+
+def estimate(run: Run) -> InferenceEstimate:
+    """A whole inference run on one replica (`Run.parallelism` devices): prefill, decode steps (first, mean,
+    last), per-op breakdowns per phase, memory per device, the largest batch that fits and communication. Times in
+    seconds, bytes per device."""
+    return estimate_many([run])[0]
