@@ -126,6 +126,60 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_benchmarks(args: argparse.Namespace) -> int:
+    import socket
+    from pathlib import Path
+
+    import httpx
+
+    from schemas.benchmarks import TimingScope
+    from service.benchmarks import importer
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per batch is ours to print
+    path = Path(args.file)
+    try:
+        parsed = importer.parse(args.format, path, args.collective)
+    except importer.FormatError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    hardware = args.hardware or parsed.device
+    if not hardware:
+        print("error: say which profile the results are for with --hardware SLUG", file=sys.stderr)
+        return 2
+    if not args.token:
+        print(
+            "error: an upload key is needed: --token KEY or $RIDGELINE_TOKEN (ridgeline keys create)", file=sys.stderr
+        )
+        return 2
+    scope = parsed.timing_scope if args.timing_scope is None else args.timing_scope
+    parsed.timing_scope = TimingScope(scope)
+    software = dict(item.split("=", 1) for item in args.software)
+    print(f"{path.name}: {len(parsed.results)} results ({args.format}, timing scope {parsed.timing_scope})")
+    stored = 0
+    try:
+        for index, body, replayed in importer.post(
+            parsed,
+            server=args.server,
+            token=args.token,
+            hardware=hardware,
+            host=args.host or socket.gethostname(),
+            file_digest=importer.digest(path, args.format),
+            software=software,
+            batch_size=args.batch_size,
+        ):
+            stored += 0 if replayed else body["results"]
+            note = " (already imported: nothing stored)" if replayed else ""
+            print(f"  batch {index}: run {body['id']} on {body['hardware']}, {body['results']} results{note}")
+    except httpx.HTTPStatusError as err:
+        print(f"error: the server refused a batch ({err.response.status_code}): {err.response.text}", file=sys.stderr)
+        return 1
+    except httpx.HTTPError as err:
+        print(f"error: cannot reach {args.server}: {err}", file=sys.stderr)
+        return 1
+    print(f"{stored} results stored")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ridgeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -171,7 +225,31 @@ def build_parser() -> argparse.ArgumentParser:
     for p in keys_sub.choices.values():
         p.add_argument("--database-url", help=db_url_help)
     keys.set_defaults(func=cmd_keys)
+
+    bench = sub.add_parser("benchmarks", help="measured timings")
+    bench_sub = bench.add_subparsers(dest="benchmarks_command", required=True)
+    imp = bench_sub.add_parser(
+        "import",
+        help="post a file of measured timings to a server (nccl-tests output, the tables of ../shared/validation)",
+    )
+    imp.add_argument("--format", required=True, choices=importer_formats())
+    imp.add_argument("file")
+    imp.add_argument("--hardware", help="profile slug or device description (nccl-tests output names its device)")
+    imp.add_argument("--server", default=os.environ.get("RIDGELINE_URL", "http://127.0.0.1:8000"))
+    imp.add_argument("--token", default=os.environ.get("RIDGELINE_TOKEN"), help="an upload key ($RIDGELINE_TOKEN)")
+    imp.add_argument("--host", help="the host that measured them (default: this one's name)")
+    imp.add_argument("--collective", help="nccl-tests: the collective timed (default: from the file name)")
+    imp.add_argument("--timing-scope", choices=["kernel", "graph_replay", "wall_clock"], help="override the format's")
+    imp.add_argument("--software", action="append", default=[], metavar="NAME=VERSION", help="repeatable")
+    imp.add_argument("--batch-size", type=int, default=10_000, help="results per request (at most 10 000)")
+    bench.set_defaults(func=cmd_benchmarks)
     return parser
+
+
+def importer_formats() -> tuple[str, ...]:
+    from service.benchmarks.importer import FORMATS
+
+    return FORMATS
 
 
 def main(argv: Sequence[str] | None = None) -> int:

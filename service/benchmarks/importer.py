@@ -1,0 +1,184 @@
+"""`ridgeline benchmarks import`: measured tables in standard formats, posted to a Ridgeline server.
+
+The import goes over HTTP (`POST /v1/benchmarks`, httpx) rather than into the database: it takes the same path as a
+worker's upload — authentication, validation, idempotency, predictions and calibrated predictions — needs no
+database credentials, and works against a remote server. Batches of at most 10 000 results carry an
+Idempotency-Key derived from the file's content, so importing the same file twice stores it once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from schemas.benchmarks import MAX_RESULTS, CollectiveKind, TimingScope
+from service.benchmarks import datasets
+
+FORMATS = ("nccl-tests", "aiconfigurator-gemm", "aiconfigurator-attention", "vidur", "llmcompass")
+# What each source's numbers cover (../shared/validation/README.md).
+SCOPES = {
+    "nccl-tests": TimingScope.kernel,  # CUDA events around the collective's iterations, averaged
+    "aiconfigurator-gemm": TimingScope.graph_replay,
+    "aiconfigurator-attention": TimingScope.graph_replay,
+    "vidur": TimingScope.kernel,  # torch-profiler sums of kernel time
+    "llmcompass": TimingScope.wall_clock,  # host time around op(); synchronize()
+}
+NCCL_DTYPES = {"float": "fp32", "half": "fp16", "bfloat16": "bf16", "int8": "int8", "double": "fp64", "fp8": "fp8"}
+NCCL_NAMES = {
+    "all_reduce": CollectiveKind.all_reduce, "all_gather": CollectiveKind.all_gather,
+    "reduce_scatter": CollectiveKind.reduce_scatter, "alltoall": CollectiveKind.all_to_all,
+    "all_to_all": CollectiveKind.all_to_all, "broadcast": CollectiveKind.broadcast, "reduce": CollectiveKind.reduce,
+    "sendrecv": CollectiveKind.send_recv, "send_recv": CollectiveKind.send_recv,
+}  # fmt: skip
+
+
+class FormatError(ValueError):
+    """The file is not in the format named; the message says where."""
+
+
+@dataclass
+class Parsed:
+    timing_scope: TimingScope
+    results: list[dict[str, Any]]
+    device: str | None = None  # what the file says it ran on (nccl-tests prints it)
+
+
+def _results_of(groups: list[datasets.Group]) -> list[dict[str, Any]]:
+    """One result per measured row: the group's op with that row's sizes.
+
+    A row that the validation models as several kernels (TensorRT-LLM's attention call: pre-processing, then
+    attention) is stored as its main op; the measured time still covers the whole call, and calibration learns the
+    difference."""
+    out: list[dict[str, Any]] = []
+    for group in groups:
+        part = group.parts[0]
+        template = part.op.model_dump(mode="json", exclude_none=True)
+        columns = {
+            name: np.broadcast_to(np.asarray(values, dtype=np.float64), group.measured_s.shape)
+            for name, values in part.overrides.items()
+        }
+        for i, measured in enumerate(group.measured_s.tolist()):
+            op = dict(template)
+            for name, values in columns.items():
+                value = float(values[i])
+                op[name] = round(value) if abs(value - round(value)) < 1e-6 else value
+            out.append({"op": op, "median_s": measured})
+    return out
+
+
+def _phase(path: Path, rows: list[dict[str, str]]) -> str:
+    name = path.name.lower()
+    if "generation" in name:
+        return "generation"
+    if "context" in name:
+        return "context"
+    return "generation" if rows and all(float(r.get("step") or 0) > 0 for r in rows[:50]) else "context"
+
+
+def parse_nccl_tests(text: str, collective: str | None, path: Path) -> Parsed:
+    """nccl-tests' stdout (e.g. `all_reduce_perf -b 8 -e 1G -f 2 -g 8 > out.txt`): one result per size line, out-of-
+    place time; devices from the `#  Rank` lines; the collective from `collective` or the file name."""
+    name = collective or next((key for key in NCCL_NAMES if key in path.name.lower()), None)
+    if name is None or name not in NCCL_NAMES:
+        raise FormatError(
+            f"{path.name}: say which collective it timed with --collective ({', '.join(sorted(NCCL_NAMES))})"
+        )
+    kind = NCCL_NAMES[name]
+    ranks = re.findall(r"^#\s+Rank\s+\d+\s.*?device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$", text, re.MULTILINE)
+    devices = len(ranks)
+    if devices < 2:
+        match = re.search(r"nThread\s+(\d+)\s+nGpus\s+(\d+)", text)
+        devices = int(match.group(1)) * int(match.group(2)) if match else 0
+    if devices < 2:
+        raise FormatError(f"{path.name}: no '#  Rank' lines or nGpus header: cannot tell how many devices took part")
+    results = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        tokens = line.split()
+        if not tokens or line.lstrip().startswith("#") or not tokens[0].isdigit():
+            continue
+        # size count type redop root time algbw busbw #wrong time algbw busbw #wrong (root absent in old versions)
+        time_index = 5 if len(tokens) >= 13 else 4
+        dtype = NCCL_DTYPES.get(tokens[2])
+        if dtype is None:
+            raise FormatError(f"{path.name}:{number}: data type {tokens[2]!r} is not one of {', '.join(NCCL_DTYPES)}")
+        try:
+            size, time_us = int(tokens[0]), float(tokens[time_index])
+        except (ValueError, IndexError):
+            raise FormatError(f"{path.name}:{number}: not a nccl-tests result line: {line.strip()!r}") from None
+        if size == 0:
+            continue
+        op = {"kind": "collective", "collective": str(kind), "bytes": size, "devices": devices, "dtype": dtype}
+        results.append({"op": op, "median_s": time_us * 1e-6})
+    if not results:
+        raise FormatError(f"{path.name}: no result lines found (is this nccl-tests output?)")
+    return Parsed(SCOPES["nccl-tests"], results, ranks[0] if ranks else None)
+
+
+def parse(fmt: str, path: Path, collective: str | None = None) -> Parsed:
+    """The results in a file of one of `FORMATS`."""
+    if not path.is_file():
+        raise FormatError(f"no such file: {path}")
+    try:
+        if fmt == "nccl-tests":
+            return parse_nccl_tests(path.read_text(errors="replace"), collective, path)
+        if fmt == "aiconfigurator-gemm":
+            groups = datasets.aiconfigurator_gemm(path)
+        elif fmt == "aiconfigurator-attention":
+            groups = datasets.aiconfigurator_attention(path, _phase(path, datasets._dict_rows(path)))
+        elif fmt == "vidur":
+            groups = datasets.vidur_table(path)
+        elif fmt == "llmcompass":
+            groups = datasets.llmcompass_table(path)
+        else:
+            raise FormatError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+    except (KeyError, IndexError, ValueError) as err:
+        if isinstance(err, FormatError):
+            raise
+        raise FormatError(f"{path.name} is not a {fmt} table: {type(err).__name__}: {err}") from None
+    return Parsed(SCOPES[fmt], _results_of(groups))
+
+
+def batches(results: list[dict[str, Any]], size: int = MAX_RESULTS) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(results), size):
+        yield results[start : start + size]
+
+
+def post(
+    parsed: Parsed,
+    *,
+    server: str,
+    token: str,
+    hardware: str,
+    host: str,
+    file_digest: str,
+    software: dict[str, str] | None = None,
+    batch_size: int = MAX_RESULTS,
+    transport: httpx.BaseTransport | None = None,
+) -> Iterator[tuple[int, dict[str, Any], bool]]:
+    """Post the results in batches; yields (batch index, response body, replayed) per batch. Raises
+    `httpx.HTTPStatusError` on a refused batch (its body is the service's error envelope)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=server, timeout=300, transport=transport) as client:
+        for index, chunk in enumerate(batches(parsed.results, batch_size)):
+            key = f"import-{file_digest[:32]}-{hardware}-{batch_size}-{index}"
+            body = {
+                "hardware": hardware,
+                "host": host,
+                "software": software or {},
+                "timing_scope": str(parsed.timing_scope),
+                "results": chunk,
+            }
+            response = client.post("/v1/benchmarks", json=body, headers=headers | {"Idempotency-Key": key})
+            response.raise_for_status()
+            yield index, response.json(), response.headers.get("Idempotent-Replayed") == "true"
+
+
+def digest(path: Path, fmt: str) -> str:
+    return hashlib.sha256(fmt.encode() + b"\0" + path.read_bytes()).hexdigest()

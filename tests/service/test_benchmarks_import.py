@@ -1,0 +1,84 @@
+"""`ridgeline benchmarks import`: the parsers on the shared tables and a synthetic nccl-tests log, and the command
+against a live `ridgeline serve` (a second import of the same file stores nothing)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from service.benchmarks import datasets, importer
+from tests.conftest import LiveServer, ridgeline_command
+
+VALIDATION = datasets.DATA_DIR
+
+NCCL_LOG = """# nThread 1 nGpus 8 minBytes 8 maxBytes 1048576 step: 1024(factor) warmup iters: 5 iters: 20 agg iters: 1
+#
+# Using devices
+#  Rank  0 Group  0 Pid   4242 on   node-1 device  0 [0x07] NVIDIA A100-SXM4-80GB
+#  Rank  1 Group  0 Pid   4242 on   node-1 device  1 [0x0a] NVIDIA A100-SXM4-80GB
+#  Rank  2 Group  0 Pid   4242 on   node-1 device  2 [0x44] NVIDIA A100-SXM4-80GB
+#  Rank  3 Group  0 Pid   4242 on   node-1 device  3 [0x4a] NVIDIA A100-SXM4-80GB
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1    18.48    0.00    0.00      0    18.10    0.00    0.00      0
+        8192          2048     float     sum      -1    21.30    0.38    0.58      0    20.90    0.39    0.59      0
+     8388608       2097152     float     sum      -1    121.5   69.04  103.56      0    120.9   69.38  104.07      0
+# Out of bounds values : 0 OK
+"""
+
+
+def test_nccl_tests_output(tmp_path: Path) -> None:
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text(NCCL_LOG)
+    parsed = importer.parse("nccl-tests", path)
+    assert parsed.device == "NVIDIA A100-SXM4-80GB" and parsed.timing_scope == "kernel"
+    assert [r["op"]["bytes"] for r in parsed.results] == [8, 8192, 8388608]
+    assert parsed.results[2] == {
+        "op": {"kind": "collective", "collective": "all_reduce", "bytes": 8388608, "devices": 4, "dtype": "fp32"},
+        "median_s": pytest.approx(121.5e-6),
+    }
+    other = tmp_path / "out.txt"
+    other.write_text(NCCL_LOG)
+    with pytest.raises(importer.FormatError, match="--collective"):
+        importer.parse("nccl-tests", other)
+    assert importer.parse("nccl-tests", other, "all_gather").results[0]["op"]["collective"] == "all_gather"
+
+
+def test_validation_tables() -> None:
+    gemm = importer.parse("aiconfigurator-gemm", VALIDATION / "aiconfigurator-a100" / "gemm_perf.csv")
+    assert len(gemm.results) == 9240 and gemm.timing_scope == "graph_replay"  # the bf16 rows (README table)
+    first = gemm.results[0]["op"]
+    assert first["kind"] == "matmul" and first["dtype"] == "bf16" and isinstance(first["m"], int)
+    decode = importer.parse(
+        "aiconfigurator-attention", VALIDATION / "aiconfigurator-a100" / "generation_attention_perf.csv"
+    )
+    assert len(decode.results) == 5026 and all(r["op"]["q_len"] == 1 for r in decode.results)
+    softmax = importer.parse("llmcompass", VALIDATION / "llmcompass-a100" / "softmax_A100.csv")
+    assert softmax.timing_scope == "wall_clock" and len(softmax.results) == 22
+    with pytest.raises(importer.FormatError):
+        importer.parse("llmcompass", VALIDATION / "aiconfigurator-a100" / "gemm_perf.csv")
+
+
+def test_import_command_posts_once(live_server: LiveServer, tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'live.db'}"
+    made = subprocess.run(
+        [*ridgeline_command(), "keys", "create", "--name", "importer", "--database-url", db],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    key = made.stdout.strip().splitlines()[-1]
+    softmax = VALIDATION / "llmcompass-a100" / "softmax_A100.csv"
+    command = [
+        *ridgeline_command(), "benchmarks", "import", "--format", "llmcompass", str(softmax),
+        "--hardware", "a100-sxm-80gb", "--server", live_server.url, "--token", key, "--batch-size", "10",
+    ]  # fmt: skip
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert first.returncode == 0, first.stderr
+    assert "batch 2:" in first.stdout and first.stdout.strip().endswith("22 results stored")
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 0 and again.stdout.strip().endswith("0 results stored")
+    no_key = subprocess.run([*command[:-4], "--batch-size", "10"], capture_output=True, text=True, check=False)
+    assert no_key.returncode != 0
