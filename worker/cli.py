@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from schemas.benchmarks import MAX_RESULTS
 from worker.client import RetryPolicy, RidgelineClient, ServiceUnavailable, UploadError
 
 EX_TEMPFAIL = 75
@@ -132,6 +133,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from worker.timing import TimingPolicy
     from worker.upload import Uploader, flush
 
+    if not 1 <= args.batch_size <= MAX_RESULTS:
+        _print(err, f"--batch-size must be between 1 and {MAX_RESULTS} (results per upload)")
+        return 2
     device = detect()
     client = _client(args)
     hardware = args.hardware
@@ -241,6 +245,8 @@ def cmd_flush(args: argparse.Namespace) -> int:
         _print(sys.stderr, "flush needs --server or RIDGELINE_URL")
         return 2
     spool = Spool(args.spool_dir)
+    if args.retry_rejected:
+        _print(sys.stderr, f"{spool.requeue_rejected()} refused or conflicting batches queued again")
     batches, results = spool.count()
     _print(sys.stderr, f"{batches} batches ({results} results) pending in {spool.root}")
     with client:
@@ -251,6 +257,18 @@ def cmd_flush(args: argparse.Namespace) -> int:
     if report.rejected_batches or report.conflict_batches or report.auth_failed:
         return 1
     return EX_TEMPFAIL if report.spooled_batches else 0
+
+
+def cmd_check_triton(args: argparse.Namespace) -> int:
+    try:
+        from worker.triton_kernels import compile_all
+    except ImportError as error:
+        _print(sys.stderr, f"Triton is not installed: {error}")
+        return 2
+    for arch in args.arch:
+        for name, size in compile_all(arch).items():
+            print(f"sm_{arch} {name}: cubin {size} bytes")
+    return 0
 
 
 def build_parser(env: dict[str, str] | os._Environ[str] = os.environ) -> argparse.ArgumentParser:
@@ -308,7 +326,13 @@ def build_parser(env: dict[str, str] | os._Environ[str] = os.environ) -> argpars
     flush = sub.add_parser("flush", help="send the batches waiting in the spool")
     connection(flush)
     spool(flush)
+    flush.add_argument("--retry-rejected", action="store_true",
+                       help="send refused and conflicting batches again (after adding a profile, say)")  # fmt: skip
     flush.set_defaults(func=cmd_flush)
+
+    check = sub.add_parser("check-triton", help="compile the Triton kernels for NVIDIA targets (no GPU needed)")
+    check.add_argument("--arch", type=int, nargs="+", default=[80, 90], help="SM versions (default 80 90)")
+    check.set_defaults(func=cmd_check_triton)
     return parser
 
 

@@ -163,6 +163,19 @@ class Spool:
     def conflict(self, entry: SpoolEntry, reason: str) -> Path:
         return self._move(entry, self.conflict_dir, reason)
 
+    def requeue_rejected(self) -> int:
+        """Put refused and conflicting batches back in the queue (after a profile was added or a token fixed);
+        their keys are unchanged, so a batch the service did store is replayed, not stored again."""
+        moved = 0
+        for directory in (self.rejected_dir, self.conflict_dir):
+            for path in sorted(directory.glob("*.json")):
+                if path.name.endswith(".unreadable.json"):
+                    continue
+                os.replace(path, self.pending_dir / path.name)
+                moved += 1
+        _fsync_dir(self.pending_dir)
+        return moved
+
     def clean_tmp(self, older_than_s: float = 3600.0) -> None:
         """Remove half-written files left by a crash (their batches are still whole in pending/ or were never
         acknowledged); recent ones may belong to another worker writing now."""

@@ -1,4 +1,7 @@
 # ruff: noqa: N803 - Triton's convention: compile-time constants (tl.constexpr) and sizes in capitals.
+# mypy: disable-error-code="no-untyped-def"
+# Triton reads a kernel parameter's annotation as a Triton type (and refuses `Any`): kernel parameters stay
+# unannotated but for tl.constexpr; the launchers below are typed.
 """Triton kernels for NVIDIA GPUs: a tiled matmul, a fused elementwise chain and a forward flash attention.
 
 Imported only when Triton, PyTorch and a CUDA device are present (the `triton` suite checks); the tensors are
@@ -11,13 +14,12 @@ follows Tri Dao's FlashAttention-2 forward pass (online softmax in base 2, as Tr
 
 from typing import Any
 
-import torch
 import triton
 import triton.language as tl
 
 from worker.timing import Stats, summarize
 
-__all__ = ["bench", "flash_attention", "matmul", "sin2_cos2"]
+__all__ = ["bench", "compile_all", "flash_attention", "matmul", "sin2_cos2"]
 
 
 def _jit(fn: Any) -> Any:
@@ -26,8 +28,8 @@ def _jit(fn: Any) -> Any:
 
 @_jit
 def _matmul_kernel(
-    a_ptr: Any, b_ptr: Any, c_ptr: Any, M: Any, N: Any, K: Any,
-    stride_am: Any, stride_ak: Any, stride_bk: Any, stride_bn: Any, stride_cm: Any, stride_cn: Any,
+    a_ptr, b_ptr, c_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ) -> None:  # fmt: skip
     # Grouped launch order: GROUP_M rows of tiles share their B columns in L2 (Triton's matmul tutorial).
@@ -59,7 +61,7 @@ def _matmul_kernel(
 
 
 @_jit
-def _sin2_cos2_kernel(x_ptr: Any, y_ptr: Any, n: Any, BLOCK: tl.constexpr) -> None:
+def _sin2_cos2_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr) -> None:
     # The whole chain in registers: one read of x and one write of y per element.
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -71,7 +73,7 @@ def _sin2_cos2_kernel(x_ptr: Any, y_ptr: Any, n: Any, BLOCK: tl.constexpr) -> No
 
 @_jit
 def _flash_forward_kernel(
-    q_ptr: Any, k_ptr: Any, v_ptr: Any, o_ptr: Any, qk_scale: Any, SEQ_Q: Any, SEQ_K: Any,
+    q_ptr, k_ptr, v_ptr, o_ptr, qk_scale, SEQ_Q, SEQ_K,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
 ) -> None:  # fmt: skip
     # q, o: [batch·heads, SEQ_Q, HEAD_DIM]; k, v: [batch·heads, SEQ_K, HEAD_DIM], contiguous.
@@ -123,7 +125,7 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
     k2, n = b.shape
     if k != k2:
         raise ValueError(f"inner dimensions differ: {a.shape} @ {b.shape}")
-    c = out if out is not None else torch.empty((m, n), device=a.device, dtype=a.dtype)
+    c = out if out is not None else a.new_empty((m, n))
     block_m, block_n = MATMUL_TILE
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
     _matmul_kernel[grid](
@@ -134,7 +136,7 @@ def matmul(a: Any, b: Any, out: Any = None) -> Any:
 
 
 def sin2_cos2(x: Any, out: Any = None) -> Any:
-    y = out if out is not None else torch.empty_like(x)
+    y = out if out is not None else x.new_empty(x.shape)
     n = x.numel()
     block = 1024
     _sin2_cos2_kernel[(triton.cdiv(n, block),)](x, y, n, BLOCK=block, num_warps=4)
@@ -146,7 +148,7 @@ def flash_attention(q: Any, k: Any, v: Any, causal: bool, out: Any = None) -> An
     b, h, t, d = q.shape
     s = k.shape[2]
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    o = out if out is not None else torch.empty_like(q)
+    o = out if out is not None else q.new_empty(q.shape)
     block_m, block_n = 128, 64
     grid = (triton.cdiv(t, block_m), b * h)
     _flash_forward_kernel[grid](
@@ -165,3 +167,34 @@ def bench(fn: Any, warmup_ms: int = 25, rep_ms: int = 200) -> Stats:
         p10, median, p90 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.1, 0.5, 0.9])
         return Stats(median_s=median / 1e3, p10_s=p10 / 1e3, p90_s=p90 / 1e3, repeats=max(1, int(rep_ms / median)))
     return summarize([t / 1e3 for t in times_ms])
+
+
+def compile_all(arch: int = 90, dtypes: tuple[str, ...] = ("bf16", "fp16")) -> dict[str, int]:
+    """Compile every kernel, as the launchers configure it, to a cubin for sm_`arch`; no GPU needed (Triton ships
+    ptxas). Returns the cubin size of each. A check for hosts without a GPU: `ridgeline-worker check-triton`."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    target = GPUTarget("cuda", arch, 32)
+    sizes: dict[str, int] = {}
+
+    def build(name: str, fn: Any, signature: dict[str, str], constants: dict[str, Any], **options: Any) -> None:
+        source = ASTSource(
+            fn=fn, signature={**signature, **dict.fromkeys(constants, "constexpr")}, constexprs=constants
+        )
+        sizes[name] = len(triton.compile(source, target=target, options=options).asm["cubin"])
+
+    for dt in dtypes:
+        ints = dict.fromkeys(("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm"), "i32")
+        build(f"matmul {dt}", _matmul_kernel, {"a_ptr": f"*{dt}", "b_ptr": f"*{dt}", "c_ptr": f"*{dt}", **ints,
+              "stride_cn": "i32"}, {"BLOCK_M": MATMUL_TILE[0], "BLOCK_N": MATMUL_TILE[1], "BLOCK_K": 64, "GROUP_M": 8},
+              num_warps=8, num_stages=3)  # fmt: skip
+        build(f"sin2_cos2 {dt}", _sin2_cos2_kernel, {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "n": "i32"}, {"BLOCK": 1024},
+              num_warps=4)  # fmt: skip
+        for causal in (False, True):
+            pointers = {name: f"*{dt}" for name in ("q_ptr", "k_ptr", "v_ptr", "o_ptr")}
+            blocks = {"HEAD_DIM": 128, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal}
+            scalars = {"qk_scale": "fp32", "SEQ_Q": "i32", "SEQ_K": "i32"}
+            name = f"flash attention {dt}{' causal' if causal else ''}"
+            build(name, _flash_forward_kernel, {**pointers, **scalars}, blocks, num_warps=8, num_stages=2)
+    return sizes

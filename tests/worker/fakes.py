@@ -48,7 +48,8 @@ class FakeService:
         payload = json.loads(body)
         key = request.headers["idempotency-key"]
         digest = hashlib.sha256(body).hexdigest()
-        bad = [i for i, r in enumerate(payload["results"]) if r["op"].get("rows") in self.refuse_rows]
+        results = payload.get("results", [])
+        bad = [i for i, r in enumerate(results) if isinstance(r, dict) and r["op"].get("rows") in self.refuse_rows]
         if key in self.stored:
             if self.stored[key][0] != digest:
                 return httpx.Response(409, json={"error": "conflict", "message": "key reused", "detail": []})

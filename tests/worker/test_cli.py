@@ -48,6 +48,11 @@ def test_flush_needs_a_server(tmp_path: Path) -> None:
     assert main(["flush", "--spool-dir", str(tmp_path)]) == 2
 
 
+@pytest.mark.parametrize("size", ["0", "10001"])
+def test_a_batch_must_fit_one_upload(tmp_path: Path, size: str) -> None:
+    assert main(["run", "--batch-size", size, "--spool-dir", str(tmp_path)]) == 2
+
+
 def test_without_a_server_results_wait_in_the_spool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "results.jsonl"
     status = main(["run", "--quick", "--suite", "ceilings", "--spool-dir", str(tmp_path / "spool"),

@@ -100,3 +100,13 @@ def test_done_forgets_reject_and_conflict_keep(tmp_path: Path) -> None:
     third = spool.put({**PAYLOAD, "host": "third"})
     spool.done(third)
     assert spool.count() == (0, 0)
+
+
+def test_refused_batches_can_be_queued_again_with_their_keys(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    entry = spool.put(PAYLOAD)
+    spool.reject(entry, "HTTP 422: body.hardware: no profile")
+    (tmp_path / "rejected" / "x.unreadable.json").write_text("{")
+    assert spool.requeue_rejected() == 1
+    [again] = spool.pending()
+    assert again.idempotency_key == entry.idempotency_key and again.payload == PAYLOAD

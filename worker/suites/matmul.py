@@ -43,7 +43,8 @@ def _run_matmul(m: int, n: int, k: int, dtype: str) -> Any:
         precision = _precision(dtype)
         out = jnp.bfloat16 if dtype == "fp8" else None
         fn = jax.jit(lambda a, b: jnp.matmul(a, b, precision=precision, preferred_element_type=out))
-        return ctx.jax.run(fn, [(m, k), (k, n)], dtype)
+        # fp8 and tf32 depend on the GPU generation and the XLA build: where one does not lower, skip it.
+        return ctx.jax.run(fn, [(m, k), (k, n)], dtype, optional=dtype in ("fp8", "tf32"))
 
     return run
 
