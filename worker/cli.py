@@ -165,6 +165,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.suite.split(",") if n.strip()] if args.suite else list(SUITES)
     if not args.suite and not has_triton:
         names.remove("triton")
+    if "triton" in names and not has_triton:
+        _print(err, "triton: needs Triton, PyTorch and an NVIDIA GPU here; no Triton cases")
     size = args.size or ("quick" if device.platform == "cpu" else "full")
     target = Target(device, size, len(jax.devices()), profile_dtypes, has_triton)
     try:
