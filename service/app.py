@@ -9,8 +9,10 @@ from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
+from service.accuracy.router import router as accuracy_router
 from service.benchmarks.router import router as benchmarks_router
 from service.calibrations.router import router as calibrations_router
+from service.charts.router import router as roofline_router
 from service.collectives.router import router as collectives_router
 from service.db import make_engine, make_sessionmaker
 from service.errors import install_error_handlers
@@ -65,6 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         estimates_router,
         benchmarks_router,
         calibrations_router,
+        accuracy_router,
+        roofline_router,
         collectives_router,
         inference_router,
         plan_router,

@@ -1,0 +1,38 @@
+"""HTTP routes for accuracy reports."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from schemas.benchmarks import TimingScope
+from schemas.calibrations import AccuracyRead
+from schemas.common import Dtype
+from service.accuracy import service
+from service.auth import AUTH_RESPONSES, ReaderDep
+from service.benchmarks.repository import RunFilters
+from service.deps import SessionDep
+from service.errors import ERROR_RESPONSES
+
+router = APIRouter(prefix="/v1/accuracy", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
+
+
+@router.get("")
+def accuracy(
+    session: SessionDep,
+    _reader: ReaderDep,
+    hardware: Annotated[str | None, Query(max_length=64, description="Profile slug; default all.")] = None,
+    op_kind: Annotated[str | None, Query(max_length=20, description="Op family (kind); default all.")] = None,
+    dtype: Annotated[Dtype | None, Query()] = None,
+    timing_scope: Annotated[TimingScope | None, Query()] = None,
+    worst: Annotated[int, Query(ge=0, le=50, description="Worst cases listed per group.")] = 3,
+) -> AccuracyRead:
+    """Median and p90 absolute error and bias of the predictions, per op family, dtype and size, raw and calibrated."""
+    filters = RunFilters(
+        hardware=hardware,
+        op_kind=op_kind,
+        dtype=dtype.value if dtype else None,
+        timing_scope=timing_scope.value if timing_scope else None,
+    )
+    return service.report(session, filters, worst)

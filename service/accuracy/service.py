@@ -1,0 +1,80 @@
+"""Accuracy: predictions against measurements, per hardware, op family, dtype and size bucket, raw and calibrated."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from schemas.calibrations import AccuracyCase, AccuracyGroup, AccuracyRead
+from service.benchmarks.repository import RunFilters
+from service.calibrations.repository import CalibrationRepository, ResultColumns
+from service.calibrations.service import error_stats
+
+MATRIX_FAMILIES = frozenset({"matmul", "attention"})  # sized by FLOPs; the rest by bytes moved
+
+
+def size_bucket(family: str, flops: float | None, nbytes: float | None) -> str:
+    """A decade of the op's work: FLOPs for matrix ops, device-memory bytes for the rest."""
+    value, unit = (flops, "FLOP") if family in MATRIX_FAMILIES else (nbytes, "B")
+    if value is None or not value > 0:
+        return "unknown"
+    decade = math.floor(math.log10(value))
+    return f"1e{decade}–1e{decade + 1} {unit}"
+
+
+def _cases(data: ResultColumns, indices: list[int], signed: np.ndarray, worst: int) -> list[AccuracyCase]:
+    order = sorted(indices, key=lambda i: -abs(float(signed[i])))[:worst]
+    return [
+        AccuracyCase(
+            result_id=data.id[i],
+            run_id=data.run_id[i],
+            op=data.op[i],
+            measured_s=data.median_s[i],
+            predicted_s=data.predicted_s[i],
+            calibrated_s=data.calibrated_s[i],
+            error=float(signed[i]),
+        )
+        for i in order
+    ]
+
+
+def report(session: Session, filters: RunFilters, worst: int) -> AccuracyRead:
+    data = CalibrationRepository(session).results(filters, None)
+    measured = np.asarray(data.median_s, dtype=np.float64)
+    raw = np.asarray(data.predicted_s, dtype=np.float64)
+    calibrated = np.array([np.nan if v is None else v for v in data.calibrated_s], dtype=np.float64)
+    signed = raw / measured - 1 if len(measured) else np.zeros(0)
+    groups: dict[tuple[str, str, str, str], list[int]] = {}
+    for i in range(len(measured)):
+        family = data.op_kind[i]
+        key = (data.hardware[i], family, data.dtype[i], size_bucket(family, data.flops[i], data.bytes[i]))
+        groups.setdefault(key, []).append(i)
+
+    def decade(label: str) -> float:
+        return float(label[2:].split("–")[0]) if label.startswith("1e") else math.inf
+
+    out = []
+    for (hardware, family, dtype, size), indices in sorted(
+        groups.items(), key=lambda kv: (*kv[0][:3], decade(kv[0][3]))
+    ):
+        idx = np.asarray(indices)
+        out.append(
+            AccuracyGroup(
+                hardware=hardware,
+                family=family,
+                dtype=dtype,
+                size=size,
+                raw=error_stats(raw[idx], measured[idx]),
+                calibrated=error_stats(calibrated[idx], measured[idx]),
+                worst=_cases(data, indices, signed, worst),
+            )
+        )
+    return AccuracyRead(
+        results=len(measured),
+        raw=error_stats(raw, measured),
+        calibrated=error_stats(calibrated, measured),
+        groups=out,
+        worst=_cases(data, list(range(len(measured))), signed, max(worst, 10)),
+    )
