@@ -1,0 +1,161 @@
+"""Latency of whole-inference estimates and plans against a real `ridgeline serve` (issue 4's speed bars).
+
+    .venv/bin/python -m bench.inference_speed [--repeat 10] [--warmup 2] [--case decode-128k|batch-100|plan]
+
+Starts `ridgeline serve` on SQLite in a temporary directory on a free port, waits for /healthz, and for each case
+posts its request `--warmup` times untimed and `--repeat` times timed (one at a time, keep-alive). Prints the median
+and p90 latency (request sent → whole response received) and the server-side time: the mean of the service's own
+`ridgeline_http_request_duration_seconds` histogram for the route over the timed requests (validation, the model and
+rendering, without the socket transfer).
+
+Cases and targets (issue 4), on the 2-core development machine:
+- decode-128k: Llama 3.1 405B on 8 H100 SXM (TP8, fp8 weights and KV cache), one request of 1024 prompt tokens and
+  131 072 output tokens (131 071 decode steps): server time < 50 ms.
+- batch-100: 100 configurations in one POST /v1/estimate/inference/batch, a capacity sweep of Llama 3 70B on H100
+  over 5 batch sizes × TP 1, 2, 4, 8 × 5 weight dtypes (2048 prompt and 512 output tokens each): < 1 s.
+- plan: POST /v1/plan of Llama 3 70B over 4 hardware profiles × TP 1-8 × 12 batch sizes × 3 dtypes (TP 3, 5, 6, 7
+  do not divide its 64 heads and are skipped: 576 configurations estimated): < 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.estimate_sweep import free_port, percentile, ridgeline_command, wait_healthy
+
+CASES: dict[str, tuple[str, dict[str, Any], float]] = {
+    "decode-128k": (
+        "/v1/estimate/inference",
+        {
+            "model": "llama-3.1-405b",
+            "hardware": "h100-sxm",
+            "devices": 8,
+            "parallelism": {"tensor": 8},
+            "workload": {"batch": 1, "prompt_tokens": 1024, "output_tokens": 131072},
+            "dtypes": {"weights": "fp8", "activations": "bf16", "kv_cache": "fp8"},
+        },
+        0.050,
+    ),
+    "batch-100": (
+        "/v1/estimate/inference/batch",
+        {
+            "sweep": {
+                "base": {
+                    "model": "llama-3-70b",
+                    "hardware": "h100-sxm",
+                    "workload": {"batch": 1, "prompt_tokens": 2048, "output_tokens": 512},
+                },
+                "vary": {
+                    "workload.batch": [1, 8, 32, 64, 128],
+                    "parallelism.tensor": [1, 2, 4, 8],
+                    "dtypes.weights": ["bf16", "fp16", "fp8", "int8", "int4"],
+                },
+            }
+        },
+        1.0,
+    ),
+    "plan": (
+        "/v1/plan",
+        {
+            "model": "llama-3-70b",
+            "hardware": ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200"],
+            "traffic": {"requests_per_s": 20, "prompt_tokens": 2048, "output_tokens": 256},
+            "objectives": {"time_to_first_token_s": 1.0, "time_per_output_token_s": 0.05},
+            "search": {
+                "tensor": [1, 2, 3, 4, 5, 6, 7, 8],
+                "batch": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024],
+                "dtypes": [
+                    {"weights": "bf16"},
+                    {"weights": "fp8", "kv_cache": "fp8"},
+                    {"weights": "int8", "kv_cache": "int8"},
+                ],
+            },
+            "prices": {"a100-sxm-80gb": 1.8, "h100-sxm": 2.9, "h200-sxm": 3.7, "b200": 5.5},
+        },
+        2.0,
+    ),
+}
+
+
+def route_seconds(client: httpx.Client, route: str) -> tuple[float, float]:
+    """(sum, count) of the server's latency histogram for `route`."""
+    text = client.get("/metrics").text
+    found = {}
+    for stat in ("sum", "count"):
+        pattern = rf'^ridgeline_http_request_duration_seconds_{stat}\{{[^}}]*route="{re.escape(route)}"[^}}]*\}} (\S+)$'
+        match = re.search(pattern, text, re.MULTILINE)
+        found[stat] = float(match.group(1)) if match else 0.0
+    return found["sum"], found["count"]
+
+
+def run_case(client: httpx.Client, name: str, repeat: int, warmup: int) -> None:
+    route, payload, target = CASES[name]
+    for _ in range(warmup):
+        client.post(route, json=payload).raise_for_status()
+    before = route_seconds(client, route)
+    latencies = []
+    response = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        response = client.post(route, json=payload)
+        latencies.append(time.perf_counter() - start)
+        response.raise_for_status()
+    after = route_seconds(client, route)
+    assert response is not None
+    body = response.json()
+    ms = [1e3 * t for t in latencies]
+    server = 1e3 * (after[0] - before[0]) / (after[1] - before[1]) if after[1] > before[1] else float("nan")
+    print(f"{name}: POST {route}, {repeat} runs after {warmup}, {len(response.content) / 1e3:.0f} kB of JSON")
+    if name == "batch-100":
+        print(f"  {len(body['items'])} configurations")
+    if name == "plan":
+        print(f"  {body['evaluated']} configurations estimated, {body['skipped_count']} skipped")
+    if name == "decode-128k":
+        steps, evaluated = body["decode_step_s"]["steps"], body["assumptions"]["decode_steps_evaluated"]
+        print(f"  {steps} decode steps, {evaluated} evaluated")
+    print(f"  latency: median {statistics.median(ms):.1f} ms, p90 {percentile(ms, 0.9):.1f} ms, min {min(ms):.1f} ms")
+    print(f"  server-side (middleware histogram, mean): {server:.1f} ms")
+    measure = server if name == "decode-128k" else statistics.median(ms)
+    which = "server time" if name == "decode-128k" else "median latency"
+    print(f"  target {which} < {1e3 * target:.0f} ms: {'met' if measure < 1e3 * target else 'MISSED'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--case", choices=sorted(CASES), action="append", help="default: every case")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="ridgeline-bench-") as tmp:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        log = Path(tmp) / "server.log"
+        command = [*ridgeline_command(), "serve", "--port", str(port), "--database-url", f"sqlite:///{tmp}/bench.db"]
+        with log.open("w") as log_file:
+            proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ})
+            try:
+                wait_healthy(url, proc)
+                with httpx.Client(base_url=url, timeout=120) as client:
+                    for name in args.case or list(CASES):
+                        run_case(client, name, args.repeat, args.warmup)
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
