@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -86,6 +86,12 @@ class Options(InputModel):
     matmul_efficiency: Fraction | None = None
     vector_efficiency: Fraction | None = None
     memory_efficiency: Fraction | None = None
+    calibration: Literal["none", "latest"] | Annotated[int, Field(ge=1)] = Field(
+        default="none",
+        description='"none" (the physical model), "latest" (the newest calibration of this hardware profile) or a '
+        "calibration id (POST /v1/calibrations). Where the calibration does not reach, the physical model is used "
+        "and assumptions.calibration says so. /v1/estimate/op only for now.",
+    )
 
 
 class EstimateContext(InputModel):

@@ -251,3 +251,43 @@ def get(session: Session, calibration_id: int) -> CalibrationRead:
 def page(session: Session, hardware: str | None, limit: int, offset: int) -> tuple[list[CalibrationRead], int]:
     rows, total = CalibrationRepository(session).page(hardware, limit, offset)
     return [to_read(r) for r in rows], total
+
+
+def for_estimate(
+    session: Session, hardware: str | None, choice: str | int, docs: list[dict[str, Any]], time_s: Any, overhead_s: Any
+) -> tuple[NDArray[np.float64] | None, dict[str, Any]]:
+    """Calibrated times for estimated ops (JSON documents, with the model's time and fixed cost), and what the
+    response's `assumptions.calibration` says. None when nothing applies (the physical model stands, and it says why).
+    `choice` is "latest" or a calibration id; `hardware` is the catalogue slug (None for an inline profile)."""
+    repo = CalibrationRepository(session)
+    if choice == "latest":
+        row = repo.latest(hardware) if hardware else None
+        if row is None:
+            why = f"no calibration for {hardware!r}" if hardware else "an inline profile has no calibrations"
+            return None, {"requested": "latest", "method": "physical", "note": f"{why}: the physical model"}
+    else:
+        row = repo.get(int(choice))
+        if row is None:
+            raise NotFound(f"No calibration with id {choice}.")
+        if hardware is not None and row.hardware != hardware:
+            raise Unprocessable(f"Calibration {row.id} is for {row.hardware!r}, not {hardware!r}.")
+    physical = np.atleast_1d(np.asarray(time_s, dtype=np.float64))
+    work = physical - np.broadcast_to(np.asarray(overhead_s, dtype=np.float64), physical.shape)
+    calibrated, how = calibrate(row, docs, work, physical)
+    covered = np.isfinite(calibrated)
+    result = np.where(covered, calibrated, physical)
+    methods = [METHODS[Method(int(m))] for m in how]
+    notes = {
+        "interpolated": "interpolated between measured neighbours",
+        "fitted": "the fitted size-dependent correction only: no measured neighbour close enough",
+        "physical": "the physical model: outside the measured range or op family not calibrated",
+    }
+    info: dict[str, Any] = {
+        "id": row.id,
+        "version": row.version,
+        "hardware": row.hardware,
+        "method": methods[0] if len(set(methods)) == 1 else {m: methods.count(m) for m in sorted(set(methods))},
+        "note": notes[methods[0]] if len(set(methods)) == 1 else "per point: see method",
+        "timing_scope": row.request.get("timing_scope") or "as measured",
+    }
+    return result, info

@@ -22,7 +22,8 @@ def estimate_op(
     """Estimate one op on one device: time, FLOPs, bytes and which roof bounds it."""
     spec, name = service.resolve_hardware(session, body)
     hw = service.to_core(spec, body)
-    return service.rows(service.with_assumptions(service.evaluate(hw, body.op), hw, name))[0]
+    est = service.with_assumptions(service.evaluate(hw, body.op), hw, name)
+    return service.rows(service.calibrated(session, body, body.op, est))[0]
 
 
 # The body is rendered by the service (up to 100 000 items: no model per item); response_model documents it.
@@ -31,6 +32,8 @@ def estimate_ops(
     session: SessionDep, body: Annotated[EstimateOpsRequest, Body(openapi_examples=ESTIMATE_OPS_EXAMPLES)]
 ) -> Response:
     """Estimate a list of ops, or one op swept over a grid of sizes (vectorised)."""
+    if body.options.calibration != "none":
+        raise service.invalid("body.options.calibration", "calibrated estimates are only on /v1/estimate/op for now")
     spec, name = service.resolve_hardware(session, body)
     hw = service.to_core(spec, body)
     if body.sweep is not None:

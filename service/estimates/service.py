@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from enum import Enum
@@ -352,3 +353,21 @@ def estimate_ops(hw: roofline.Hardware, ops: list[Op], name: str) -> list[dict[s
         for index, row in zip(indices, item_dicts(with_assumptions(est, hw, name)), strict=True):
             items[index] = row
     return items
+
+
+def calibrated(session: Session, ctx: EstimateContext, op: Op, est: roofline.Estimate) -> roofline.Estimate:
+    """The estimate with `options.calibration` applied (service.calibrations): time_s calibrated, the raw time in
+    details.raw_time_s, and assumptions.calibration saying which calibration and how it reached this op."""
+    choice = ctx.options.calibration
+    if choice == "none":
+        return est
+    from service.calibrations.service import for_estimate  # the calibrations import this module's functions
+
+    hardware = ctx.hardware if isinstance(ctx.hardware, str) and not ctx.hardware_patch else None
+    doc = op.model_dump(mode="json")
+    times, info = for_estimate(session, hardware, choice, [doc], est.time_s, est.overhead_s)
+    est.assumptions["calibration"] = info
+    if times is None:
+        return est
+    extra = {**est.extra, "raw_time_s": np.asarray(est.time_s, dtype=np.float64)}
+    return dataclasses.replace(est, time_s=times.reshape(np.shape(est.time_s)), extra=extra)

@@ -99,3 +99,45 @@ def test_nothing_to_fit_is_a_422_and_unknown_ids_404(client: TestClient, keys: d
     assert client.get("/v1/calibrations/999999").status_code == 404
     bad = calibrate(client, keys["admin"], holdout_fraction=1.0)
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "body.holdout_fraction"
+
+
+def test_estimates_take_a_calibration(client: TestClient, keys: dict[str, str]) -> None:
+    upload_planted(client, keys["upload"])
+    cal = calibrate(client, keys["admin"], op_families=["elementwise"]).json()
+
+    def estimate(elements: int, calibration: Any) -> Any:
+        body = {"hardware": "a100-sxm-80gb", "op": elementwise(elements), "options": {"calibration": calibration}}
+        return client.post("/v1/estimate/op", json=body)
+
+    raw = estimate(3_000_000, "none").json()
+    assert raw["assumptions"]["calibration"] == "none"
+    for choice in ("latest", cal["id"]):
+        response = estimate(3_000_000, choice)
+        assert response.status_code == 200, response.text
+        got = response.json()
+        # The raw estimate keeps the profile's 5 µs launch; the calibrated one is 4 µs + 1.25 · work.
+        assert got["details"]["raw_time_s"] == pytest.approx(raw["time_s"], rel=1e-12)
+        assert got["time_s"] == pytest.approx(planted(client, [3_000_000])[0], rel=1e-6)
+        info = got["assumptions"]["calibration"]
+        assert (info["id"], info["version"], info["method"]) == (cal["id"], 1, "interpolated")
+    # Far outside the measured sizes: the physical model, and it says so.
+    far = estimate(1 << 40, "latest").json()
+    assert far["time_s"] == far["details"]["raw_time_s"]
+    assert far["assumptions"]["calibration"]["method"] == "physical"
+    # A family the calibration does not cover: the physical model too.
+    gemm = {"hardware": "a100-sxm-80gb", "op": {"kind": "matmul", "m": 64, "n": 64, "k": 64}}
+    covered = client.post("/v1/estimate/op", json=gemm | {"options": {"calibration": "latest"}}).json()
+    assert covered["assumptions"]["calibration"]["method"] == "physical"
+    assert estimate(1000, 999_999).status_code == 404
+    listed = client.post(
+        "/v1/estimate/ops",
+        json={"hardware": "a100-sxm-80gb", "ops": [elementwise(10)], "options": {"calibration": "latest"}},
+    )
+    assert listed.status_code == 422 and listed.json()["detail"][0]["field"] == "body.options.calibration"
+
+
+def test_latest_without_a_calibration_is_the_physical_model(client: TestClient, keys: dict[str, str]) -> None:
+    body = {"hardware": "h100-sxm", "op": elementwise(1000), "options": {"calibration": "latest"}}
+    got = client.post("/v1/estimate/op", json=body).json()
+    assert got["assumptions"]["calibration"]["method"] == "physical"
+    assert "no calibration" in got["assumptions"]["calibration"]["note"]
