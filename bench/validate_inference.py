@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import roofline._inference as core
+import roofline
 from bench.validate import SCOPES
 from hardware_db import load_hardware, load_models
 from schemas.estimates import EstimateContext, Options
@@ -88,20 +88,20 @@ def predicted() -> dict[str, dict[str, float]]:
     model_spec = next(m for m in load_models() if m.slug == MODEL)
     scope = SCOPES["llmcompass"]
     ctx = EstimateContext(hardware=HARDWARE, options=Options(launch_overhead_s=scope.launch_s))
-    system = core.System(to_core(spec, ctx), topologies(spec))
+    system = roofline.System(to_core(spec, ctx), topologies(spec))
     model = transformer(model_spec, None)
     runs = {
-        "prefill": core.Workload.uniform(BATCH, SEQUENCE, 1),
-        "decode": core.Workload.uniform(BATCH, SEQUENCE - 1, 2),  # one step, its token attends to 2048 keys
+        "prefill": roofline.Workload.uniform(BATCH, SEQUENCE, 1),
+        "decode": roofline.Workload.uniform(BATCH, SEQUENCE - 1, 2),  # one step, its token attends to 2048 keys
     }
-    estimates = core.estimate_many(
+    estimates = roofline.estimate_inferences(
         [
-            core.Run(
+            roofline.InferenceRun(
                 model,
                 system,
                 workload,
-                core.Parallelism(tensor=TENSOR),
-                core.Precision("fp16", "fp16", "fp16"),
+                roofline.Parallelism(tensor=TENSOR),
+                roofline.Precision("fp16", "fp16", "fp16"),
                 attention="naive",
                 fused=False,
             )

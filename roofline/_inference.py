@@ -8,11 +8,13 @@ sweep of a thousand configurations costs a few dozen numpy calls.
 
 The decode never loops in Python over tokens. Step t of a request with P prompt tokens attends to P + t keys;
 everything else in a step depends only on how many sequences are active. The steps are evaluated as numpy arrays:
-all of them when there are at most `Run.decode_samples`, otherwise at that many evenly spaced steps (plus every step
-where the active batch changes) and summed with the exact weights of the piecewise-linear interpolant between them
-(`_linear_weights`): a decode step's time is affine in the context but for the block quantization of the
-attention kernel, so the sum differs from the step-by-step sum by far less than 0.1 %
-(tests/roofline/test_inference.py checks it).
+all of them when there are at most `InferenceRun.decode_samples`, otherwise that many evenly spaced steps (and
+every step where the active batch changes), summed with the exact weights of the piecewise-linear interpolant
+between them (`_linear_weights`). A step's time is affine in the context but for the attention kernel's block
+quantization, so the sampled sum is within 1e-4 of the step-by-step one (tests/roofline/test_inference.py).
+
+Collectives (tensor-parallel all-reduces, pipeline sends, expert all-to-alls) are timed by `roofline._collectives`
+on the topology the service builds from the profile's fabrics.
 
 Sources: kipply, "Transformer Inference Arithmetic" (2022) and Kaplan et al. 2020 for parameters, FLOPs and the KV
 cache; Shoeybi et al. 2019 (Megatron-LM) for tensor parallelism; Huang et al. 2019 (GPipe) for the pipeline;
@@ -53,14 +55,14 @@ FUSED_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu", "silu": "silu", "relu":
 GATED_ACTIVATION = {"gelu": "geglu", "gelu_tanh": "geglu", "silu": "swiglu"}
 
 
-class ConfigError(ValueError):
+class InferenceConfigError(ValueError):
     """A run that cannot be built; `field` names the input at fault (e.g. `parallelism.tensor`)."""
 
     def __init__(self, field: str, message: str, index: int | None = None) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
-        self.index = index  # which run of `estimate_many`
+        self.index = index  # which run of `estimate_inferences`
 
 
 # --- inputs ------------------------------------------------------------------------------------------------------
@@ -172,7 +174,7 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class Run:
+class InferenceRun:
     model: Transformer
     system: System
     workload: Workload
@@ -210,14 +212,14 @@ class OpRow:
 
 
 @dataclass(frozen=True)
-class Phase:
+class PhaseEstimate:
     time_s: float
     rows: list[OpRow]
     communication_s: dict[str, float]  # tensor_parallel, pipeline, expert
 
 
 @dataclass(frozen=True)
-class Parameters:
+class ParameterCount:
     """Parameter counts of the whole model (not per device)."""
 
     total: float
@@ -229,7 +231,7 @@ class Parameters:
 
 
 @dataclass(frozen=True)
-class Memory:
+class MemoryUse:
     """Bytes on the busiest device."""
 
     weights_bytes: float
@@ -248,11 +250,11 @@ class Memory:
 
 @dataclass(frozen=True)
 class InferenceEstimate:
-    parameters: Parameters
-    memory: Memory
+    parameters: ParameterCount
+    memory: MemoryUse
     max_batch_that_fits: int
-    prefill: Phase
-    decode: Phase
+    prefill: PhaseEstimate
+    decode: PhaseEstimate
     decode_steps: int
     decode_first_step_s: float | None
     decode_mean_step_s: float | None
@@ -302,7 +304,7 @@ def _moe_layer_params(m: Transformer) -> tuple[float, float, float]:
     )
 
 
-def parameters(m: Transformer) -> Parameters:
+def parameter_count(m: Transformer) -> ParameterCount:
     """Parameter counts (kipply 2022: 4·d² attention and 2·d·f or 3·d·f FFN per layer, plus vocabulary · d)."""
     table = float(m.vocab * m.hidden)
     embedding_ = table * (1 if m.tied_embeddings else 2) + m.position_table * m.hidden
@@ -319,7 +321,7 @@ def parameters(m: Transformer) -> Parameters:
         active_ffn = dense + moe_layers * (routed * m.moe.top_k / m.moe.experts + shared + router)
     total = embedding_ + attn + norms + ffn
     active = embedding_ + attn + norms + active_ffn  # as model cards count it: every table, k experts
-    return Parameters(total, embedding_, attn, ffn, norms, active)
+    return ParameterCount(total, embedding_, attn, ffn, norms, active)
 
 
 def touched_experts(experts: float, top_k: float, tokens: Array | float) -> Array:
@@ -502,7 +504,9 @@ class _Evaluator:
 
     def collective(self, system: System, op: str, devices: int, message_bytes: Array) -> _Collective:
         if system.topology is None:
-            raise ConfigError("hardware", f"{system.hardware.name} has no interconnect for a {devices}-device {op}")
+            raise InferenceConfigError(
+                "hardware", f"{system.hardware.name} has no interconnect for a {devices}-device {op}"
+            )
         call = _Collective(system.topology, op, devices, message_bytes, self.owner)
         self.collective_calls.append(call)
         return call
@@ -522,8 +526,8 @@ class _Evaluator:
                 field_ = {"all_reduce": "parallelism.tensor", "all_to_all": "parallelism.expert"}.get(
                     head.op, "parallelism.pipeline"
                 )
-                message = err.message if isinstance(err, ConfigError) else str(err)
-                raise ConfigError(field_, message, min(c.owner for c in colls)) from None
+                message = err.message if isinstance(err, InferenceConfigError) else str(err)
+                raise InferenceConfigError(field_, message, min(c.owner for c in colls)) from None
             offset = 0
             for coll in colls:
                 coll.time_s = np.asarray(seconds[offset : offset + coll.message_bytes.size], dtype=np.float64)
@@ -608,8 +612,8 @@ class _Pass:
 class _RunPlan:
     """One run: validates it, registers its ops with the evaluator, and assembles the estimate afterwards."""
 
-    def __init__(self, run: Run, ev: _Evaluator) -> None:
-        validate(run)
+    def __init__(self, run: InferenceRun, ev: _Evaluator) -> None:
+        validate_inference(run)
         self.run, self.ev = run, ev
         self.hidden_bytes = run.model.hidden * dtype_bytes(run.precision.activations)
         self.hw = run.system.hardware
@@ -894,11 +898,11 @@ class _RunPlan:
                 decode_rows.append(_row(PIPELINE_BUBBLE, 0.0, 0.0, float(w @ idle)))
 
         return InferenceEstimate(
-            parameters=parameters(m),
+            parameters=parameter_count(m),
             memory=self.memory(),
             max_batch_that_fits=self.max_batch(),
-            prefill=Phase(prefill_time, prefill_rows, comm_pre),
-            decode=Phase(decode_time, decode_rows, comm_dec),
+            prefill=PhaseEstimate(prefill_time, prefill_rows, comm_pre),
+            decode=PhaseEstimate(decode_time, decode_rows, comm_dec),
             decode_steps=self.steps,
             decode_first_step_s=first,
             decode_mean_step_s=mean,
@@ -912,7 +916,7 @@ class _RunPlan:
             },
         )
 
-    def memory(self) -> Memory:
+    def memory(self) -> MemoryUse:
         run, m, par, prec = self.run, self.run.model, self.run.parallelism, self.run.precision
         # The last output token is sampled, never fed back: a request holds p + o − 1 tokens of K and V at most.
         contexts, counts = np.unique(self.wl.prompt_tokens + self.wl.output_tokens - 1, return_counts=True)
@@ -928,7 +932,7 @@ class _RunPlan:
             )
             / self.micro
         )
-        return Memory(
+        return MemoryUse(
             weights_per_device(m, par, prec), float(kv), float(act), run.system.hardware.memory_capacity_bytes
         )
 
@@ -986,29 +990,33 @@ def _comm(totals: dict[str, tuple[Array, float]], scale: Array, weights: Array) 
     return out
 
 
-def validate(run: Run) -> None:
-    """Raise `ConfigError` naming the input at fault if `run` cannot be built."""
+def validate_inference(run: InferenceRun) -> None:
+    """Raise `InferenceConfigError` naming the input at fault if `run` cannot be built."""
     m, par, prec, wl = run.model, run.parallelism, run.precision, run.workload
     t = par.tensor
     for name, value in (("tensor", t), ("pipeline", par.pipeline), ("data", par.data), ("expert", par.expert)):
         if value < 1:
-            raise ConfigError(f"parallelism.{name}", "must be at least 1")
+            raise InferenceConfigError(f"parallelism.{name}", "must be at least 1")
     if m.heads % t:
-        raise ConfigError("parallelism.tensor", f"{t} does not divide the model's {m.heads} attention heads")
+        raise InferenceConfigError("parallelism.tensor", f"{t} does not divide the model's {m.heads} attention heads")
     if m.kv_heads % t and t % m.kv_heads:
-        raise ConfigError("parallelism.tensor", f"{t} and the model's {m.kv_heads} KV heads must divide one another")
+        raise InferenceConfigError(
+            "parallelism.tensor", f"{t} and the model's {m.kv_heads} KV heads must divide one another"
+        )
     if par.pipeline > m.layers:
-        raise ConfigError("parallelism.pipeline", f"{par.pipeline} stages for {m.layers} layers")
+        raise InferenceConfigError("parallelism.pipeline", f"{par.pipeline} stages for {m.layers} layers")
     if par.micro_batches is not None and par.micro_batches > wl.batch:
-        raise ConfigError("parallelism.micro_batches", f"{par.micro_batches} micro-batches for a batch of {wl.batch}")
+        raise InferenceConfigError(
+            "parallelism.micro_batches", f"{par.micro_batches} micro-batches for a batch of {wl.batch}"
+        )
     if m.moe is None and par.expert > 1:
-        raise ConfigError("parallelism.expert", "expert parallelism needs a mixture-of-experts model")
+        raise InferenceConfigError("parallelism.expert", "expert parallelism needs a mixture-of-experts model")
     if m.moe is not None and par.expert > 1:
         e = par.expert
         if m.moe.experts % e:
-            raise ConfigError("parallelism.expert", f"{e} does not divide the model's {m.moe.experts} experts")
+            raise InferenceConfigError("parallelism.expert", f"{e} does not divide the model's {m.moe.experts} experts")
         if not ((e <= t and t % e == 0) or (e > t and e % t == 0 and (t * par.data) % e == 0)):
-            raise ConfigError(
+            raise InferenceConfigError(
                 "parallelism.expert",
                 f"{e} must divide tensor ({t}), or be a multiple of it that divides tensor × data ({t * par.data})",
             )
@@ -1017,21 +1025,21 @@ def validate(run: Run) -> None:
         try:
             hw.matrix_peak(dtype)
         except ValueError as err:
-            raise ConfigError(f"dtypes.{name}", str(err)) from None
+            raise InferenceConfigError(f"dtypes.{name}", str(err)) from None
     for name, dtype in (("weights", prec.weights), ("kv_cache", prec.kv_cache), ("activations", prec.activations)):
         try:
             dtype_bytes(dtype)
         except ValueError as err:
-            raise ConfigError(f"dtypes.{name}", str(err)) from None
+            raise InferenceConfigError(f"dtypes.{name}", str(err)) from None
     if wl.batch < 1 or wl.prompt_tokens.shape != wl.output_tokens.shape:
-        raise ConfigError("workload", "needs at least one request, with prompt and output lengths")
+        raise InferenceConfigError("workload", "needs at least one request, with prompt and output lengths")
     if np.any(wl.prompt_tokens < 1) or np.any(wl.output_tokens < 1):
-        raise ConfigError("workload", "prompt and output lengths are at least 1")
+        raise InferenceConfigError("workload", "prompt and output lengths are at least 1")
     if run.attention not in ("flash", "naive"):
-        raise ConfigError("implementation.attention", f"unknown attention implementation {run.attention!r}")
+        raise InferenceConfigError("implementation.attention", f"unknown attention implementation {run.attention!r}")
 
 
-def estimate_many(runs: Sequence[Run]) -> list[InferenceEstimate]:
+def estimate_inferences(runs: Sequence[InferenceRun]) -> list[InferenceEstimate]:
     """Estimate many runs with their ops evaluated together (one vectorised call per kind of op and device)."""
     ev = _Evaluator()
     plans = []
@@ -1039,14 +1047,14 @@ def estimate_many(runs: Sequence[Run]) -> list[InferenceEstimate]:
         ev.owner = index
         try:
             plans.append(_RunPlan(run, ev))
-        except ConfigError as err:
-            raise ConfigError(err.field, err.message, index) from None
+        except InferenceConfigError as err:
+            raise InferenceConfigError(err.field, err.message, index) from None
     ev.run()
     return [plan.assemble() for plan in plans]
 
 
-def estimate(run: Run) -> InferenceEstimate:
-    """A whole inference run on one replica (`Run.parallelism` devices): prefill, decode steps (first, mean,
+def estimate_inference(run: InferenceRun) -> InferenceEstimate:
+    """A whole inference run on one replica (`InferenceRun.parallelism` devices): prefill, decode steps (first, mean,
     last), per-op breakdowns per phase, memory per device, the largest batch that fits and communication. Times in
     seconds, bytes per device."""
-    return estimate_many([run])[0]
+    return estimate_inferences([run])[0]

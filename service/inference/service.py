@@ -18,7 +18,6 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 import roofline
-import roofline._inference as core
 from schemas.common import ErrorDetail
 from schemas.hardware import HardwareSpec
 from schemas.inference import (
@@ -46,7 +45,7 @@ def resolve_model(session: Session, ref: str | ModelSpec) -> tuple[ModelSpec, st
     return ref, getattr(ref, "slug", ref.name)
 
 
-def transformer(spec: ModelSpec, override: AttentionOverride | None, where: str = "body") -> core.Transformer:
+def transformer(spec: ModelSpec, override: AttentionOverride | None, where: str = "body") -> roofline.Transformer:
     """The core's view of a model config, with the attention what-if applied."""
     window_layers = 0
     if spec.sliding_window_layers == "all":
@@ -55,11 +54,11 @@ def transformer(spec: ModelSpec, override: AttentionOverride | None, where: str 
         window_layers = spec.layers // 2
     moe = None
     if spec.moe is not None:
-        moe = core.Moe(
+        moe = roofline.Moe(
             experts=spec.moe.experts, top_k=spec.moe.top_k, expert_ffn=spec.moe.expert_ffn_size,
             shared_experts=spec.moe.shared_experts, dense_layers=min(spec.moe.dense_layers, spec.layers),
         )  # fmt: skip
-    model = core.Transformer(
+    model = roofline.Transformer(
         layers=spec.layers,
         hidden=spec.hidden_size,
         heads=spec.heads,
@@ -107,7 +106,7 @@ class Prepared:
     """A request turned into a core run, with what the response needs besides the estimate."""
 
     request: InferenceRequest
-    run: core.Run
+    run: roofline.InferenceRun
     model: ModelSpec
     model_name: str
     hardware: HardwareSpec
@@ -122,7 +121,7 @@ class _Resolver:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.models: dict[str, tuple[ModelSpec, str]] = {}
-        self.hardware: dict[str, tuple[HardwareSpec, str, core.System]] = {}
+        self.hardware: dict[str, tuple[HardwareSpec, str, roofline.System]] = {}
 
     def model(self, ref: Any) -> tuple[ModelSpec, str]:
         key = ref if isinstance(ref, str) else json.dumps(ref.model_dump(mode="json"), sort_keys=True)
@@ -130,14 +129,14 @@ class _Resolver:
             self.models[key] = resolve_model(self.session, ref)
         return self.models[key]
 
-    def system(self, body: InferenceRequest) -> tuple[HardwareSpec, str, core.System]:
+    def system(self, body: InferenceRequest) -> tuple[HardwareSpec, str, roofline.System]:
         parts = body.model_dump(mode="json", include={"hardware", "hardware_patch", "options"})
         key = json.dumps(parts, sort_keys=True)
         if key not in self.hardware:
             spec, name = resolve_hardware(self.session, body)
             hw = to_core(spec, body)
             power = spec.power.tdp_w if spec.power else None
-            self.hardware[key] = (spec, name, core.System(hw, topologies(spec), power))
+            self.hardware[key] = (spec, name, roofline.System(hw, topologies(spec), power))
         return self.hardware[key]
 
 
@@ -163,20 +162,20 @@ def prepare(resolver: _Resolver, body: InferenceRequest, where: str = "body") ->
         data = 1
     wl = body.workload
     if wl.requests is not None:
-        workload = core.Workload(
+        workload = roofline.Workload(
             np.array([r.prompt_tokens for r in wl.requests], dtype=np.int64),
             np.array([r.output_tokens for r in wl.requests], dtype=np.int64),
         )
     else:
         assert wl.batch is not None and wl.prompt_tokens is not None and wl.output_tokens is not None
-        workload = core.Workload.uniform(wl.batch, wl.prompt_tokens, wl.output_tokens)
+        workload = roofline.Workload.uniform(wl.batch, wl.prompt_tokens, wl.output_tokens)
     dt = body.dtypes
-    run = core.Run(
+    run = roofline.InferenceRun(
         model=transformer(model_spec, body.attention, where),
         system=system,
         workload=workload,
-        parallelism=core.Parallelism(par.tensor, par.pipeline, data, par.expert, par.micro_batches),
-        precision=core.Precision(str(dt.weights), str(dt.activations), str(dt.kv_cache or dt.activations)),
+        parallelism=roofline.Parallelism(par.tensor, par.pipeline, data, par.expert, par.micro_batches),
+        precision=roofline.Precision(str(dt.weights), str(dt.activations), str(dt.kv_cache or dt.activations)),
         attention=str(body.implementation.attention),
         fused=body.implementation.fused,
         decode_samples=body.implementation.decode_samples,
@@ -184,16 +183,16 @@ def prepare(resolver: _Resolver, body: InferenceRequest, where: str = "body") ->
     return Prepared(body, run, model_spec, model_name, hw_spec, hw_name, data, where)
 
 
-def evaluate(prepared: Sequence[Prepared]) -> list[core.InferenceEstimate]:
+def evaluate(prepared: Sequence[Prepared]) -> list[roofline.InferenceEstimate]:
     """Every run's ops evaluated together; a run that cannot be built is a 422 naming its field."""
     try:
-        return core.estimate_many([p.run for p in prepared])
-    except core.ConfigError as err:
+        return roofline.estimate_inferences([p.run for p in prepared])
+    except roofline.InferenceConfigError as err:
         where = prepared[err.index].where if err.index is not None else "body"
         raise invalid(f"{where}.{err.field}", err.message) from None
 
 
-def _phase(phase: core.Phase) -> dict[str, Any]:
+def _phase(phase: roofline.PhaseEstimate) -> dict[str, Any]:
     total = phase.time_s
     return {
         "time_s": total,
@@ -209,7 +208,7 @@ def _phase(phase: core.Phase) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def render(p: Prepared, est: core.InferenceEstimate) -> dict[str, Any]:
+def render(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
     """The response of one run, as a plain dict with `InferenceRead`'s fields."""
     body, run = p.request, p.run
     replica_devices = run.parallelism.tensor * run.parallelism.pipeline

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-import roofline._inference as core
+import roofline
 from schemas.estimates import EstimateContext
 from schemas.inference import Dtypes, InferenceRead, InferenceRequest
 from schemas.models import ModelSpec
@@ -32,7 +32,7 @@ class _Config:
     pipeline: int
     batch: int
     dtypes: Dtypes
-    run: core.Run
+    run: roofline.InferenceRun
 
 
 def _groups(tensor: int, pipeline: int) -> list[int]:
@@ -50,23 +50,23 @@ def plan(session: Session, body: PlanRequest) -> PlanRead:
         ctx = EstimateContext(hardware=ref, options=body.options)
         spec, name = resolve_hardware(session, ctx)
         power = spec.power.tdp_w if spec.power else None
-        systems.append((spec, name, core.System(to_core(spec, ctx), topologies(spec), power)))
+        systems.append((spec, name, roofline.System(to_core(spec, ctx), topologies(spec), power)))
 
     configs: list[_Config] = []
     skipped: list[str] = []
     for (index, (_, name, system)), t, p, dtypes in itertools.product(
         enumerate(systems), s.tensor, s.pipeline, s.dtypes
     ):
-        precision = core.Precision(
+        precision = roofline.Precision(
             str(dtypes.weights), str(dtypes.activations), str(dtypes.kv_cache or dtypes.activations)
         )
         label = f"{name} tensor {t} pipeline {p} weights {dtypes.weights} activations {dtypes.activations}"
         runs = [
-            core.Run(
+            roofline.InferenceRun(
                 model,
                 system,
-                core.Workload.uniform(batch, traffic.prompt_tokens, traffic.output_tokens),
-                core.Parallelism(tensor=t, pipeline=p),
+                roofline.Workload.uniform(batch, traffic.prompt_tokens, traffic.output_tokens),
+                roofline.Parallelism(tensor=t, pipeline=p),
                 precision,
                 str(body.implementation.attention),
                 body.implementation.fused,
@@ -75,10 +75,10 @@ def plan(session: Session, body: PlanRequest) -> PlanRead:
             for batch in s.batch
         ]
         try:
-            core.validate(runs[0])
+            roofline.validate_inference(runs[0])
             for group in _groups(t, p):
                 if system.topology is None:
-                    raise core.ConfigError("hardware", f"{name} has no interconnect")
+                    raise roofline.InferenceConfigError("hardware", f"{name} has no interconnect")
                 system.topology(group)
         except ValueError as err:
             skipped.append(f"{label}: {err}")
@@ -86,7 +86,7 @@ def plan(session: Session, body: PlanRequest) -> PlanRead:
         for batch, run in zip(s.batch, runs, strict=True):
             configs.append(_Config(index, name, t, p, batch, dtypes, run))
 
-    estimates = core.estimate_many([c.run for c in configs]) if configs else []
+    estimates = roofline.estimate_inferences([c.run for c in configs]) if configs else []
     priced = all(name in body.prices for _, name, _ in systems)
     candidates = [_candidate(body, c, e) for c, e in zip(configs, estimates, strict=True)]
     order = sorted(range(len(candidates)), key=lambda i: _rank(candidates[i], priced))
@@ -106,7 +106,7 @@ def plan(session: Session, body: PlanRequest) -> PlanRead:
     )
 
 
-def _candidate(body: PlanRequest, c: _Config, est: core.InferenceEstimate) -> PlanCandidate:
+def _candidate(body: PlanRequest, c: _Config, est: roofline.InferenceEstimate) -> PlanCandidate:
     traffic, objectives = body.traffic, body.objectives
     total = est.total_time_s
     requests_per_s = c.batch / total
@@ -170,10 +170,10 @@ def _worst(c: PlanCandidate) -> float:
 def _estimate(
     body: PlanRequest,
     c: _Config,
-    est: core.InferenceEstimate,
+    est: roofline.InferenceEstimate,
     model_spec: ModelSpec,
     model_name: str,
-    systems: list[tuple[Any, str, core.System]],
+    systems: list[tuple[Any, str, roofline.System]],
 ) -> InferenceRead:
     """The full estimate of one replica, as `POST /v1/estimate/inference` would answer it."""
     spec = systems[c.hardware_index][0]

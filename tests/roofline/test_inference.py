@@ -41,15 +41,15 @@ BS, H, D, L = 10, 16, 768, 24  # the calculator's defaults
 FP16 = inf.Precision("fp16", "fp16", "fp16")
 
 
-def seed_run(kv_heads: int, prompt: int, output: int) -> inf.Run:
+def seed_run(kv_heads: int, prompt: int, output: int) -> inf.InferenceRun:
     """The calculator's setting: eager attention and unfused kernels, as it counts them."""
-    return inf.Run(
+    return inf.InferenceRun(
         SEED.with_kv_heads(kv_heads), CALC_A100, inf.Workload.uniform(BS, prompt, output), precision=FP16,
         attention="naive", fused=False,
     )  # fmt: skip
 
 
-def rows(phase: inf.Phase) -> dict[str, inf.OpRow]:
+def rows(phase: inf.PhaseEstimate) -> dict[str, inf.OpRow]:
     return {r.name: r for r in phase.rows}
 
 
@@ -58,7 +58,7 @@ def rows(phase: inf.Phase) -> dict[str, inf.OpRow]:
 
 def test_seed_004_decode_kernels_are_the_calculators() -> None:
     n = 1024  # the calculator shows its kernels at the end of the sequence: 1023 cached keys and the new token
-    est = inf.estimate(seed_run(H, n - 1, 2))  # one decode step, attending to n keys
+    est = inf.estimate_inference(seed_run(H, n - 1, 2))  # one decode step, attending to n keys
     assert est.decode_steps == 1
     per_kernel = {name: (r.flops / r.calls, r.bytes / r.calls) for name, r in rows(est.decode).items()}
     dh = D // H
@@ -73,7 +73,7 @@ def test_seed_004_decode_kernels_are_the_calculators() -> None:
     }
     for name, (flops, bytes_) in calculator.items():
         assert per_kernel[name] == (flops, bytes_), name
-    # Memory-bound kernels: the calculator counts bytes only. Softmax reads and writes the scores once (≤ 1024
+    # MemoryUse-bound kernels: the calculator counts bytes only. Softmax reads and writes the scores once (≤ 1024
     # columns: PyTorch's one-pass softmax), as the calculator does; we also count ~5 FLOPs per score.
     assert per_kernel["softmax"] == (5 * BS * H * n, 2 * BS * H * n + 2 * BS * H * n)
     # Its layer norm reads and writes bs·d; ours also reads the scale and shift (2·d·2 bytes).
@@ -88,7 +88,7 @@ def test_seed_004_decode_kernels_are_the_calculators() -> None:
 
 
 def test_seed_004_parameters_and_kv_cache() -> None:
-    mha, mqa = inf.parameters(SEED), inf.parameters(SEED.with_kv_heads(1))
+    mha, mqa = inf.parameter_count(SEED), inf.parameter_count(SEED.with_kv_heads(1))
     # The calculator counts 12·L·d² (4d² attention, 8d² MLP per layer): 169 869 312 → "0.17" B, "0.34" GB in fp16.
     assert mha.attention + mha.ffn == 12 * L * D * D == 169_869_312
     assert round((mha.attention + mha.ffn) / 1e9, 3) == 0.17
@@ -101,7 +101,7 @@ def test_seed_004_parameters_and_kv_cache() -> None:
     assert mha.norms == (2 * L + 1) * 2 * D
     # KV cache at 1024 tokens, batch 10: 2·bs·L·(d/h)·h·2·n bytes (MHA), and without the ·h (MQA).
     for kv_heads, calculator_gb in ((H, 0.755), (1, 0.047)):
-        est = inf.estimate(seed_run(kv_heads, 1, 1024))  # 1 prompt token + 1023 fed back: 1024 tokens cached
+        est = inf.estimate_inference(seed_run(kv_heads, 1, 1024))  # 1 prompt token + 1023 fed back: 1024 tokens cached
         assert est.memory.kv_cache_bytes == 2 * BS * L * (D // H) * kv_heads * 2 * 1024
         assert round(est.memory.kv_cache_bytes / 1e9, 3) == calculator_gb
 
@@ -146,7 +146,7 @@ def test_seed_004_mha_versus_mqa() -> None:
 
     # Ridgeline: a kernel costs its launch *plus* its work (the fixed cost is not hidden behind the work), so the
     # KV-cache reads MQA saves show at every context, and the total is about twice the calculator's.
-    mha, mqa = inf.estimate(seed_run(H, 1, 1024)), inf.estimate(seed_run(1, 1, 1024))
+    mha, mqa = inf.estimate_inference(seed_run(H, 1, 1024)), inf.estimate_inference(seed_run(1, 1, 1024))
     assert mha.decode_steps == mqa.decode_steps == 1023
     speedup = mha.decode.time_s / mqa.decode.time_s
     assert 1.15 < speedup < 1.4  # 1.25 with shipped op models
@@ -169,14 +169,14 @@ def test_seed_004_mha_versus_mqa() -> None:
 
 def test_llama_3_70b_weights_in_int8_are_about_half_of_bf16() -> None:
     model = transformer(MODELS["llama-3-70b"], None)
-    run = inf.Run(model, system("h100-sxm"), inf.Workload.uniform(1, 128, 2))
+    run = inf.InferenceRun(model, system("h100-sxm"), inf.Workload.uniform(1, 128, 2))
     d, f, layers, vocab = 8192, 28672, 80, 128256
     matrices = layers * (d * (64 + 2 * 8) * 128 + 64 * 128 * d + 3 * d * f)  # QKV, output, gate/up/down
     assert matrices == 68_451_041_280
     tables, norms = 2 * vocab * d, (2 * layers + 1) * d  # untied embedding and LM head; RMS norm scales
     assert matrices + tables + norms == 70_553_706_496  # the checkpoint's count (model card: 70.6B)
-    bf16 = inf.estimate(run).memory.weights_bytes
-    int8 = inf.estimate(replace(run, precision=inf.Precision("int8", "bf16", "bf16"))).memory.weights_bytes
+    bf16 = inf.estimate_inference(run).memory.weights_bytes
+    int8 = inf.estimate_inference(replace(run, precision=inf.Precision("int8", "bf16", "bf16"))).memory.weights_bytes
     assert bf16 == 2 * 70_553_706_496  # 141.1 GB: more than one 80 GB device holds
     assert int8 == matrices + 2 * (tables + norms)  # tables and norms stay 16-bit: 72.7 GB
     assert int8 / bf16 == pytest.approx(0.515, abs=0.001)
@@ -185,13 +185,13 @@ def test_llama_3_70b_weights_in_int8_are_about_half_of_bf16() -> None:
 def test_mixtral_memory_counts_every_expert_flops_top_k_and_decode_reads_touched_experts() -> None:
     model = transformer(MODELS["mixtral-8x7b"], None)
     d, f, layers, experts, top_k = 4096, 14336, 32, 8, 2
-    params = inf.parameters(model)
+    params = inf.parameter_count(model)
     assert params.total == 46_702_792_704  # the checkpoint's count: all 8 experts in every layer
     assert params.ffn == layers * (experts * 3 * d * f + d * experts)  # experts and router
     assert params.active_per_token == params.total - layers * (experts - top_k) * 3 * d * f  # 12.9 B (paper: 13B)
     hw = system("h100-sxm")
     for batch in (1, 16):
-        est = inf.estimate(inf.Run(model, hw, inf.Workload.uniform(batch, 64, 2)))
+        est = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload.uniform(batch, 64, 2)))
         assert est.memory.weights_bytes == 2 * 46_702_792_704
         up = rows(est.decode)["experts_up"]  # one step: each token's k experts, gate and up (2f wide)
         # + the fused SiLU epilogue, 4 FLOPs per element of the product.
@@ -209,8 +209,10 @@ def test_tensor_parallelism_splits_weights_and_heads_and_adds_two_all_reduces_pe
     model = transformer(MODELS["llama-3-70b"], None)
     hw = system("h100-sxm")
     batch, prompt = 4, 512
-    one = inf.estimate(inf.Run(model, hw, inf.Workload.uniform(batch, prompt, 3)))
-    four = inf.estimate(inf.Run(model, hw, inf.Workload.uniform(batch, prompt, 3), inf.Parallelism(tensor=4)))
+    one = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload.uniform(batch, prompt, 3)))
+    four = inf.estimate_inference(
+        inf.InferenceRun(model, hw, inf.Workload.uniform(batch, prompt, 3), inf.Parallelism(tensor=4))
+    )
     d, layers = 8192, 80
     # Every matrix and table splits 4 ways (64 query and 8 KV heads → 16 and 2 per device); norms are replicated.
     norms = (2 * layers + 1) * d * 2
@@ -239,9 +241,9 @@ def test_tensor_parallelism_splits_weights_and_heads_and_adds_two_all_reduces_pe
 
 def test_sampled_decode_sums_like_every_step() -> None:
     model = transformer(MODELS["llama-3-8b"], None)
-    run = inf.Run(model, system("h100-sxm"), inf.Workload.uniform(8, 100, 20_000), decode_samples=1 << 20)
-    exact = inf.estimate(run)
-    sampled = inf.estimate(replace(run, decode_samples=256))
+    run = inf.InferenceRun(model, system("h100-sxm"), inf.Workload.uniform(8, 100, 20_000), decode_samples=1 << 20)
+    exact = inf.estimate_inference(run)
+    sampled = inf.estimate_inference(replace(run, decode_samples=256))
     assert exact.assumptions["decode_steps_evaluated"] == 19_999
     assert sampled.assumptions["decode_steps_evaluated"] == 256
     assert sampled.decode.time_s == pytest.approx(exact.decode.time_s, rel=1e-4)
@@ -265,8 +267,10 @@ def test_linear_weights_sum_the_interpolant_exactly() -> None:
 def test_a_list_of_equal_requests_is_the_uniform_batch() -> None:
     model = transformer(MODELS["llama-3-8b"], None)
     hw = system("a100-sxm-80gb")
-    uniform = inf.estimate(inf.Run(model, hw, inf.Workload.uniform(3, 300, 50)))
-    listed = inf.estimate(inf.Run(model, hw, inf.Workload(np.array([300, 300, 300]), np.array([50, 50, 50]))))
+    uniform = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload.uniform(3, 300, 50)))
+    listed = inf.estimate_inference(
+        inf.InferenceRun(model, hw, inf.Workload(np.array([300, 300, 300]), np.array([50, 50, 50])))
+    )
     assert listed.total_time_s == pytest.approx(uniform.total_time_s)
     assert listed.memory.kv_cache_bytes == uniform.memory.kv_cache_bytes
 
@@ -274,10 +278,12 @@ def test_a_list_of_equal_requests_is_the_uniform_batch() -> None:
 def test_requests_of_different_lengths_leave_the_batch_as_they_finish() -> None:
     model = transformer(MODELS["llama-3-8b"], None)
     hw = system("a100-sxm-80gb")
-    mixed = inf.estimate(inf.Run(model, hw, inf.Workload(np.array([100, 4000]), np.array([10, 500]))))
+    mixed = inf.estimate_inference(
+        inf.InferenceRun(model, hw, inf.Workload(np.array([100, 4000]), np.array([10, 500])))
+    )
     assert mixed.decode_steps == 499  # the longest output, less the token the prefill makes
     assert mixed.output_tokens == 510
-    alone = inf.estimate(inf.Run(model, hw, inf.Workload(np.array([4000]), np.array([500]))))
+    alone = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload(np.array([4000]), np.array([500]))))
     # After step 9 only the long request is left: the last step is that request's alone.
     assert mixed.decode_last_step_s == pytest.approx(alone.decode_last_step_s)
     # KV cache: (100 + 10 − 1) + (4000 + 500 − 1) tokens of 2·32 layers·8 KV heads·128·2 bytes.
@@ -287,19 +293,23 @@ def test_requests_of_different_lengths_leave_the_batch_as_they_finish() -> None:
 def test_runs_evaluated_together_equal_runs_evaluated_alone() -> None:
     hw = system("h100-sxm")
     runs = [
-        inf.Run(transformer(MODELS[slug], None), hw, inf.Workload.uniform(b, 512, 64), inf.Parallelism(tensor=t))
+        inf.InferenceRun(
+            transformer(MODELS[slug], None), hw, inf.Workload.uniform(b, 512, 64), inf.Parallelism(tensor=t)
+        )
         for slug, b, t in (("llama-3-8b", 4, 1), ("llama-3-70b", 16, 4), ("mixtral-8x7b", 8, 2), ("llama-3-8b", 8, 2))
     ]
-    together = inf.estimate_many(runs)
+    together = inf.estimate_inferences(runs)
     for run, est in zip(runs, together, strict=True):
-        alone = inf.estimate(run)
+        alone = inf.estimate_inference(run)
         assert est.total_time_s == pytest.approx(alone.total_time_s, rel=1e-12)
         assert [r.time_s for r in est.decode.rows] == pytest.approx([r.time_s for r in alone.decode.rows], rel=1e-12)
 
 
 def test_totals_are_the_sum_of_their_parts() -> None:
     model = transformer(MODELS["llama-3-70b"], None)
-    est = inf.estimate(inf.Run(model, system("h100-sxm"), inf.Workload.uniform(8, 1024, 128), inf.Parallelism(4)))
+    est = inf.estimate_inference(
+        inf.InferenceRun(model, system("h100-sxm"), inf.Workload.uniform(8, 1024, 128), inf.Parallelism(4))
+    )
     assert est.total_time_s == est.prefill.time_s + est.decode.time_s
     for phase in (est.prefill, est.decode):
         assert sum(r.time_s for r in phase.rows) == pytest.approx(phase.time_s)
@@ -308,8 +318,8 @@ def test_totals_are_the_sum_of_their_parts() -> None:
 
 def test_fused_kernels_are_fewer_and_faster() -> None:
     model = transformer(MODELS["llama-3-8b"], None)
-    run = inf.Run(model, system("h100-sxm"), inf.Workload.uniform(8, 1024, 16))
-    fused, unfused = inf.estimate(run), inf.estimate(replace(run, fused=False))
+    run = inf.InferenceRun(model, system("h100-sxm"), inf.Workload.uniform(8, 1024, 16))
+    fused, unfused = inf.estimate_inference(run), inf.estimate_inference(replace(run, fused=False))
     calls = lambda e: sum(r.calls for r in e.decode.rows)  # noqa: E731
     assert calls(unfused) - calls(fused) == 32 * 4  # per layer: rotary, activation and two residual adds
     assert fused.total_time_s < unfused.total_time_s
@@ -322,7 +332,9 @@ def test_pipeline_prefill_is_m_plus_p_minus_1_stage_times() -> None:
     model = transformer(MODELS["llama-3-70b"], None)
     hw = system("h100-sxm")
     wl = inf.Workload.uniform(8, 512, 2)
-    est = inf.estimate(inf.Run(model, hw, wl, inf.Parallelism(tensor=2, pipeline=4, micro_batches=4)))
+    est = inf.estimate_inference(
+        inf.InferenceRun(model, hw, wl, inf.Parallelism(tensor=2, pipeline=4, micro_batches=4))
+    )
     assert est.pipeline_bubble_fraction == pytest.approx(3 / 7)  # (p − 1)/(m + p − 1), GPipe
     r = rows(est.prefill)
     work = sum(row.time_s for name, row in r.items() if name not in ("pipeline_bubble", "pipeline_send"))
@@ -331,18 +343,18 @@ def test_pipeline_prefill_is_m_plus_p_minus_1_stage_times() -> None:
     assert est.prefill.time_s == pytest.approx((4 + 4 - 1) * tau + r["pipeline_send"].time_s)
     assert r["pipeline_send"].calls == 3
     # Weights: 80 layers over 4 stages (20 each), the LM head on the last; all split 2 ways.
-    alone = inf.estimate(inf.Run(model, hw, wl, inf.Parallelism(tensor=2)))
+    alone = inf.estimate_inference(inf.InferenceRun(model, hw, wl, inf.Parallelism(tensor=2)))
     assert est.memory.weights_bytes < alone.memory.weights_bytes / 3.5
 
 
 def test_the_largest_batch_that_fits_fits_and_one_more_does_not() -> None:
     model = transformer(MODELS["llama-3-8b"], None)
     hw = system("l4")
-    est = inf.estimate(inf.Run(model, hw, inf.Workload.uniform(1, 4096, 1024)))
+    est = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload.uniform(1, 4096, 1024)))
     best = est.max_batch_that_fits
     assert best > 0
-    fits = inf.estimate(inf.Run(model, hw, inf.Workload.uniform(best, 4096, 1024)))
-    over = inf.estimate(inf.Run(model, hw, inf.Workload.uniform(best + 1, 4096, 1024)))
+    fits = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload.uniform(best, 4096, 1024)))
+    over = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload.uniform(best + 1, 4096, 1024)))
     assert fits.memory.fits and not over.memory.fits
 
 
@@ -350,8 +362,8 @@ def test_a_sliding_window_caps_the_kv_cache_of_its_layers() -> None:
     spec = MODELS["mistral-7b"]
     model = transformer(spec, None)
     assert spec.sliding_window_tokens == 4096 and model.window_layers == spec.layers
-    short = inf.estimate(inf.Run(model, system("h100-sxm"), inf.Workload.uniform(1, 2000, 97)))
-    long = inf.estimate(inf.Run(model, system("h100-sxm"), inf.Workload.uniform(1, 20000, 97)))
+    short = inf.estimate_inference(inf.InferenceRun(model, system("h100-sxm"), inf.Workload.uniform(1, 2000, 97)))
+    long = inf.estimate_inference(inf.InferenceRun(model, system("h100-sxm"), inf.Workload.uniform(1, 20000, 97)))
     per_token = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, bf16
     assert short.memory.kv_cache_bytes == 2096 * per_token
     assert long.memory.kv_cache_bytes == 4096 * per_token
@@ -369,8 +381,10 @@ def test_a_sliding_window_caps_the_kv_cache_of_its_layers() -> None:
     ],
 )
 def test_runs_that_cannot_be_built_name_the_input(change: dict[str, object], field: str) -> None:
-    run = inf.Run(transformer(MODELS["llama-3-70b"], None), system("a100-sxm-80gb"), inf.Workload.uniform(1, 8, 2))
-    with pytest.raises(inf.ConfigError) as err:
-        inf.estimate_many([run, replace(run, **change)])  # type: ignore[arg-type]
+    run = inf.InferenceRun(
+        transformer(MODELS["llama-3-70b"], None), system("a100-sxm-80gb"), inf.Workload.uniform(1, 8, 2)
+    )
+    with pytest.raises(inf.InferenceConfigError) as err:
+        inf.estimate_inferences([run, replace(run, **change)])  # type: ignore[arg-type]
     assert err.value.field == field
     assert err.value.index == 1
