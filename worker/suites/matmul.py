@@ -106,7 +106,9 @@ def plan_matmul(target: Target) -> list[Case]:
             shapes.append((n, n, n, "square"))
         shapes += [(1792, 1792, 1792, "A100 one wave"), (1793, 1793, 1793, "A100 two waves")]
         shapes += [(4096, 4096, 4096 + 1, "k+1"), (4097, 4097, 4097, "tile+1")]
-        edge = wave_edge(target.device.compute_units) if target.device.compute_units else None
+        # Waves of thread blocks over SMs/CUs are a GPU's; a TPU's TensorCores run one product at a time.
+        units = target.device.compute_units if target.device.platform == "gpu" else None
+        edge = wave_edge(units) if units else None
         if edge and edge not in (1792,):
             shapes += [(edge, edge, edge, "one wave here"), (edge + 1, edge + 1, edge + 1, "two waves here")]
         shapes += [(m, 8192, 8192, "decode") for m in (1, 8, 32, 128, 512)]
