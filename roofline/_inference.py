@@ -81,6 +81,24 @@ class Moe:
 
 
 @dataclass(frozen=True)
+class Mla:
+    """DeepSeek's multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 §2.1): each token caches one latent of
+    `kv_lora_rank` values and a shared rotary key of `rope_dim`; per-head keys (`nope_dim` + `rope_dim`) and values
+    (`v_dim`) are projected up from it. Queries go through a `q_lora_rank` bottleneck when it is given."""
+
+    kv_lora_rank: int
+    rope_dim: int
+    nope_dim: int
+    v_dim: int
+    q_lora_rank: int | None = None
+
+    @property
+    def latent(self) -> int:
+        """Values cached per token and layer."""
+        return self.kv_lora_rank + self.rope_dim
+
+
+@dataclass(frozen=True)
 class Transformer:
     """A decoder-only transformer's shape. `window` and `window_layers`: local attention over the last `window`
     tokens in that many layers (Mistral: all, Gemma 2: every other one)."""
@@ -102,6 +120,7 @@ class Transformer:
     window: int | None = None
     window_layers: int = 0
     moe: Moe | None = None
+    mla: Mla | None = None
 
     def with_kv_heads(self, kv_heads: int) -> Transformer:
         """The what-if of the same model with MHA (kv_heads = heads), MQA (1) or GQA (between)."""
@@ -275,7 +294,23 @@ class InferenceEstimate:
 # --- parameters and memory ---------------------------------------------------------------------------------------
 
 
+def _mla_params(m: Transformer) -> tuple[float, float]:
+    """(replicated, split over the tensor group) parameters of one MLA block: the down projections and their norms
+    are replicated, the per-head up projections and the output projection split (as vLLM and SGLang shard them)."""
+    assert m.mla is not None
+    a, d, h = m.mla, m.hidden, m.heads
+    qk = a.nope_dim + a.rope_dim
+    q_down = d * a.q_lora_rank + a.q_lora_rank if a.q_lora_rank else 0  # with its RMS norm
+    q_up = (a.q_lora_rank or d) * h * qk
+    kv_down = d * a.latent + a.kv_lora_rank  # with its RMS norm
+    kv_up = a.kv_lora_rank * h * (a.nope_dim + a.v_dim)
+    out = h * a.v_dim * d
+    return float(q_down + kv_down), float(q_up + kv_up + out)
+
+
 def _attention_params(m: Transformer) -> float:
+    if m.mla is not None:
+        return sum(_mla_params(m))
     qkv = m.hidden * (m.heads + 2 * m.kv_heads) * m.head_dim
     out = m.heads * m.head_dim * m.hidden
     bias = (m.heads + 2 * m.kv_heads) * m.head_dim + m.hidden if m.bias else 0
@@ -364,6 +399,9 @@ def weights_per_device(m: Transformer, par: Parallelism, prec: Precision) -> flo
     t, w, tab = par.tensor, dtype_bytes(prec.weights), dtype_bytes(prec.tables)
     d, hd = m.hidden, m.head_dim
     attn_matrices = (d * m.heads * hd * 2) / t + 2 * d * hd * _kv_heads_per_device(m, t)
+    if m.mla is not None:
+        replicated, split = _mla_params(m)
+        attn_matrices = replicated + split / t
     attn_bias = ((m.heads + 2 * m.kv_heads) * hd / t + d) if m.bias else 0.0
     layer_fixed = attn_matrices * w + (attn_bias + 2 * _norm_params(m)) * tab
     dense_ffn = _ffn_params(m, m.ffn) / t * w
@@ -395,6 +433,8 @@ def kv_bytes_per_sequence(m: Transformer, par: Parallelism, prec: Precision, tok
     """KV cache of one sequence of `tokens` on the busiest stage: 2 · layers · kv_heads · head_dim · tokens ·
     size(kv) (kipply 2022), with kv_heads per device and windowed layers holding at most `window` tokens."""
     per_token_layer = 2.0 * _kv_heads_per_device(m, par.tensor) * m.head_dim * dtype_bytes(prec.kv_cache)
+    if m.mla is not None:  # one latent per token, held whole by every device of the tensor group
+        per_token_layer = m.mla.latent * dtype_bytes(prec.kv_cache)
     worst = 0.0
     for layers in _stages(m, par.pipeline):
         local = _is_window_layer(m, layers)
@@ -413,6 +453,8 @@ def _activation_bytes_per_sequence(
     h_dev, kvh_dev = m.heads / t, _kv_heads_per_device(m, t)
     g = 2 if m.gated else 1
     widths = [(h_dev + 2 * kvh_dev) * m.head_dim, g * m.ffn / t]
+    if m.mla is not None:
+        widths.append(h_dev * (m.mla.nope_dim + max(m.mla.rope_dim, m.mla.v_dim)))
     if m.moe is not None:
         widths.append(g * (m.moe.top_k + m.moe.shared_experts) * m.moe.expert_ffn / t)
     widest = max(widths) * prompt
@@ -724,8 +766,8 @@ class _RunPlan:
             shaped = {k: _full(v, tok.shape) for k, v in sizes.items()}
             ps.add(name, self._call(op, shaped, {"dtype": act, **static}, inv), count)
 
-        def norm(name: str, count: float, rows: Array = tok, index: IntArray = inv) -> None:
-            sizes = {"rows": rows, "cols": _full(d, rows.shape)}
+        def norm(name: str, count: float, rows: Array = tok, index: IntArray = inv, cols: float = d) -> None:
+            sizes = {"rows": rows, "cols": _full(cols, rows.shape)}
             ps.add(name, self._call("layernorm", sizes, {"dtype": act, "rms": m.rms_norm}, index), count)
 
         def activation_(name: str, elements: Array, count: float) -> None:
@@ -754,46 +796,86 @@ class _RunPlan:
         embed = {"tokens": tok, "hidden": _full(d, tok.shape), "vocab": _full(m.vocab / t, tok.shape)}
         ps.add("embedding", self._call("embedding", embed, {"dtype": prec.tables}, inv), 1.0)
 
-        # Attention block: norm, QKV (heads split over the tensor group), rotary, attention, output projection.
-        norm("attention_norm", layers)
-        linear("qkv_projection", (h_dev + 2 * kvh_dev) * hd, d, layers, bias)
-        if m.rotary and not fused:  # fused: applied inside the attention kernel (its FLOPs are negligible)
-            vector("rotary", "rotary", layers, {}, tokens=tok, heads=h_dev + kvh_dev, head_dim=hd)
         a_seq, a_q, a_kv = attn
         a_index = np.zeros(0, dtype=np.int64) if prefill else np.arange(a_seq.size, dtype=np.int64)
-        for count, local in ((layers - n_local, False), (n_local, True)):
-            if count == 0:
-                continue
-            kv = np.minimum(a_kv, float(m.window)) if local and m.window is not None else a_kv
-            # A prompt longer than the window: each query sees a band of `window` keys. A non-causal q × window block
-            # has the band's pairs and reads K/V as a banded flash kernel does (the first window's triangle is
-            # counted in full: at most window / 2q over).
-            causal = not bool(np.any(kv < a_q))
-            if run.attention == "flash":
-                sizes = {
-                    "batch": a_seq, "heads": _full(h_dev, a_seq.shape), "kv_heads": _full(kvh_dev, a_seq.shape),
-                    "head_dim": _full(hd, a_seq.shape), "q_len": a_q, "kv_len": kv,
-                }  # fmt: skip
-                static = {"dtype": act, "causal": causal, "implementation": "flash"}
-                ps.add("attention", self._call("attention", sizes, static, a_index, (("external", kv_factor),)), count)
-                continue
-            # Eager attention (PyTorch without a fused kernel; seed 004's calculator): S = Q·Kᵀ per KV head for its
-            # group of query heads, softmax, O = S·V, three kernels through device memory; K and V are the B operands.
-            group = h_dev / kvh_dev
-            mm = {"m": group * a_q, "batch": a_seq * kvh_dev}
-            static = {"dtype": act, "epilogue": (), "fuse_epilogue": True}
-            adjust = (("b_operand", kv_factor),)
-            scores = self._call("matmul", {**mm, "n": kv, "k": _full(hd, kv.shape)}, static, a_index, adjust)
-            ps.add("attention_scores", scores, count)
-            rows = a_seq * h_dev * a_q
-            for online in (True, False):
-                share = (kv <= ONLINE_SOFTMAX_MAX_COLS) == online
-                if np.any(share):
-                    call = self._call("softmax", {"rows": rows, "cols": kv}, {"dtype": act, "online": online}, a_index)
-                    ps.add("softmax", call, count, share.astype(np.float64))
-            values = self._call("matmul", {**mm, "n": _full(hd, kv.shape), "k": kv}, static, a_index, adjust)
-            ps.add("attention_values", values, count)
-        linear("output_projection", d, h_dev * hd, layers, (*bias, "residual"))
+
+        def attend(
+            heads: float, kv_heads: float, qk_dim: float, v_dim: float, kv_read: float, flash_read: float
+        ) -> None:
+            """Attention of `heads` query heads over `kv_heads` K/V heads (keys of qk_dim, values of v_dim), in
+            global and windowed layers. K and V are read at `kv_read` times the activation size (eager: the B
+            operands) or `flash_read` times what the flash kernel's K and V would be (a latent read once for both)."""
+            for count, local in ((layers - n_local, False), (n_local, True)):
+                if count == 0:
+                    continue
+                kv = np.minimum(a_kv, float(m.window)) if local and m.window is not None else a_kv
+                # A prompt longer than the window: each query sees a band of `window` keys. A non-causal q × window
+                # block has the band's pairs and reads K/V as a banded flash kernel does (the first window's
+                # triangle is counted in full: at most window / 2q over).
+                causal = not bool(np.any(kv < a_q))
+                if run.attention == "flash":
+                    # One head dimension for both products: (qk + v)/2 gives their FLOPs and K + V bytes exactly.
+                    sizes = {
+                        "batch": a_seq, "heads": _full(heads, a_seq.shape), "kv_heads": _full(kv_heads, a_seq.shape),
+                        "head_dim": _full((qk_dim + v_dim) / 2, a_seq.shape), "q_len": a_q, "kv_len": kv,
+                    }  # fmt: skip
+                    static = {"dtype": act, "causal": causal, "implementation": "flash"}
+                    call = self._call("attention", sizes, static, a_index, (("external", flash_read),))
+                    ps.add("attention", call, count)
+                    continue
+                # Eager attention (PyTorch without a fused kernel; seed 004's calculator): S = Q·Kᵀ per KV head for
+                # its group of query heads, softmax, O = S·V, three kernels through device memory; K and V are the
+                # B operands.
+                mm = {"m": heads / kv_heads * a_q, "batch": a_seq * kv_heads}
+                static = {"dtype": act, "epilogue": (), "fuse_epilogue": True}
+                adjust = (("b_operand", kv_read),)
+                scores = self._call("matmul", {**mm, "n": kv, "k": _full(qk_dim, kv.shape)}, static, a_index, adjust)
+                ps.add("attention_scores", scores, count)
+                rows = a_seq * heads * a_q
+                for online in (True, False):
+                    share = (kv <= ONLINE_SOFTMAX_MAX_COLS) == online
+                    if np.any(share):
+                        sm = self._call(
+                            "softmax", {"rows": rows, "cols": kv}, {"dtype": act, "online": online}, a_index
+                        )
+                        ps.add("softmax", sm, count, share.astype(np.float64))
+                values = self._call("matmul", {**mm, "n": _full(v_dim, kv.shape), "k": kv}, static, a_index, adjust)
+                ps.add("attention_values", values, count)
+
+        norm("attention_norm", layers)
+        if m.mla is None:
+            # QKV (heads split over the tensor group), rotary, attention.
+            linear("qkv_projection", (h_dev + 2 * kvh_dev) * hd, d, layers, bias)
+            if m.rotary and not fused:  # fused: applied inside the attention kernel (its FLOPs are negligible)
+                vector("rotary", "rotary", layers, {}, tokens=tok, heads=h_dev + kvh_dev, head_dim=hd)
+            attend(h_dev, kvh_dev, hd, hd, kv_factor, kv_factor)
+            attention_out = h_dev * hd
+        else:
+            # Multi-head latent attention (DeepSeek-V2 §2.1): down projections to the query bottleneck and to the
+            # cached latent (replicated over the tensor group), then, in the prefill, the latent is projected up to
+            # per-head keys and values and attended as MHA; in the decode the up projections are absorbed (DeepSeek-V2
+            # §2.1.2; FlashMLA): queries move into the latent space, attention runs over the latent as MQA (the
+            # latent read once as keys and values), and the result moves back to per-head values.
+            a = m.mla
+            qk = float(a.nope_dim + a.rope_dim)
+            if a.q_lora_rank:
+                linear("q_down_projection", float(a.q_lora_rank), d, layers)
+                norm("q_norm", layers, cols=float(a.q_lora_rank))
+            linear("q_up_projection", h_dev * qk, float(a.q_lora_rank or d), layers)
+            linear("kv_down_projection", float(a.latent), d, layers)
+            norm("kv_norm", layers, cols=float(a.kv_lora_rank))
+            if m.rotary and not fused:
+                vector("rotary", "rotary", layers, {}, tokens=tok, heads=h_dev + 1.0, head_dim=float(a.rope_dim))
+            if prefill:
+                linear("kv_up_projection", h_dev * (a.nope_dim + a.v_dim), float(a.kv_lora_rank), layers)
+                attend(h_dev, h_dev, qk, float(a.v_dim), 1.0, 1.0)
+            else:
+                linear("q_absorb", float(a.kv_lora_rank), float(a.nope_dim), layers, batch=h_dev)
+                latent, lora = float(a.latent), float(a.kv_lora_rank)
+                attend(h_dev, 1.0, latent, lora, kv_factor, kv_factor * latent / (latent + lora))
+                linear("v_absorb", float(a.v_dim), lora, layers, batch=h_dev)
+            attention_out = h_dev * a.v_dim
+        linear("output_projection", d, attention_out, layers, (*bias, "residual"))
         if not fused:
             vector(
                 "residual_add",

@@ -76,9 +76,20 @@ def transformer(spec: ModelSpec, override: AttentionOverride | None, where: str 
         window=spec.sliding_window_tokens,
         window_layers=window_layers,
         moe=moe,
+        mla=None
+        if spec.mla is None
+        else roofline.Mla(
+            kv_lora_rank=spec.mla.kv_lora_rank,
+            rope_dim=spec.mla.qk_rope_head_dim,
+            nope_dim=spec.mla.qk_nope_head_dim,
+            v_dim=spec.mla.v_head_dim,
+            q_lora_rank=spec.mla.q_lora_rank,
+        ),
     )
     if override is None:
         return model
+    if spec.mla is not None:
+        raise invalid(f"{where}.attention", "the model uses multi-head latent attention: no MHA/MQA/GQA what-if")
     kv_heads = {AttentionKind.mha: spec.heads, AttentionKind.mqa: 1}.get(override.kind, override.kv_heads or 0)
     if spec.heads % kv_heads:
         raise invalid(
@@ -233,11 +244,6 @@ def render(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
     longest = int((run.workload.prompt_tokens + run.workload.output_tokens).max())
     if longest > p.model.max_context_tokens:
         warnings.append(f"{longest} tokens exceed the model's context of {p.model.max_context_tokens}")
-    if p.model.mla is not None:
-        warnings.append(
-            "multi-head latent attention is modelled as the config's plain attention (heads, kv_heads, head_dim): "
-            "its KV cache and attention weights are overstated"
-        )
     return {
         "model": p.model_name,
         "hardware": p.hardware_name,

@@ -14,6 +14,8 @@ import pytest
 import roofline._inference as inf
 from hardware_db import load_hardware, load_models
 from schemas.estimates import EstimateContext, Options
+from schemas.inference import AttentionKind, AttentionOverride
+from service.errors import Unprocessable
 from service.estimates.service import to_core
 from service.inference.service import topologies, transformer
 
@@ -388,3 +390,35 @@ def test_runs_that_cannot_be_built_name_the_input(change: dict[str, object], fie
         inf.estimate_inferences([run, replace(run, **change)])  # type: ignore[arg-type]
     assert err.value.field == field
     assert err.value.index == 1
+
+
+def test_deepseek_v3_latent_attention_caches_a_576_value_latent() -> None:
+    # Shapes from the config (hardware_db/models/deepseek-v3.yaml): d 7168, 128 heads, q_lora 1536, kv_lora 512,
+    # rope 64, nope 128, v 128; 61 layers (3 dense, 58 MoE of 256 experts of 2048, top-8, 1 shared).
+    model = transformer(MODELS["deepseek-v3"], None)
+    assert model.mla is not None and model.mla.latent == 576
+    d, h = 7168, 128
+    attention = (d * 1536 + 1536) + 1536 * h * 192 + (d * 576 + 512) + 512 * h * 256 + h * 128 * d
+    assert attention == 187_107_328  # the config notes' "about 187 M" per layer
+    params = inf.parameter_count(model)
+    assert params.attention == 61 * attention
+    assert round(params.total / 1e9, 1) == 671.0  # the paper's 671B
+    assert round(params.active_per_token / 1e9, 1) == 37.6  # the paper's 37B activated (embeddings included)
+    run = inf.InferenceRun(
+        model, system("h200-sxm"), inf.Workload.uniform(4, 1023, 2), inf.Parallelism(tensor=8),
+        inf.Precision("fp8", "bf16", "bf16"),
+    )  # fmt: skip
+    est = inf.estimate_inference(run)
+    # 576 bf16 values per token and layer, whole on every device of the tensor group: 70 272 bytes per token.
+    assert est.memory.kv_cache_bytes == 4 * 1024 * 61 * 576 * 2
+    decode = rows(est.decode)
+    # Absorbed decode (one step at 1024 keys): the 16 heads of a device attend over the latent as one MQA head of
+    # (576 + 512)/2 dimensions, reading each cached latent once; queries and outputs of 544 bf16 values per head.
+    assert {"q_absorb", "v_absorb", "attention"} <= set(decode) and "kv_up_projection" not in decode
+    latent_bytes = 4 * 1024 * 576 * 2
+    q_and_o = 2 * 4 * 16 * 544 * 2
+    assert decode["attention"].bytes == pytest.approx(61 * (latent_bytes + q_and_o))
+    assert decode["attention"].flops >= 61 * 4 * 4 * 16 * 1024 * 544  # two products of 2·b·h·kv·d_eff
+    assert "kv_up_projection" in rows(est.prefill)  # the prefill projects the latent up and attends as MHA
+    with pytest.raises(Unprocessable, match="multi-head latent attention"):
+        transformer(MODELS["deepseek-v3"], AttentionOverride(kind=AttentionKind.mqa))

@@ -222,3 +222,18 @@ def test_swagger_shows_an_example_for_each_endpoint(client: TestClient) -> None:
         content = paths[path]["post"]["requestBody"]["content"]["application/json"]
         assert content["examples"], path
         assert paths[path]["post"]["summary"], path
+
+
+def test_deepseek_v3_runs_with_latent_attention(client: TestClient) -> None:
+    body = {
+        "model": "deepseek-v3",
+        "hardware": "h200-sxm",
+        "parallelism": {"tensor": 8},
+        "workload": {"batch": 4, "prompt_tokens": 1000, "output_tokens": 25},
+        "dtypes": {"weights": "fp8"},
+    }
+    r = post(client, body)
+    assert r["memory"]["kv_cache_bytes"] == 4 * 1024 * 61 * 576 * 2  # one 576-value latent per token and layer
+    assert r["warnings"] == []
+    fields = rejected(client.post("/v1/estimate/inference", json={**body, "attention": {"kind": "mqa"}}))
+    assert fields == ["body.attention"]
