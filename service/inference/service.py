@@ -152,6 +152,8 @@ class _Resolver:
 
 
 def prepare(resolver: _Resolver, body: InferenceRequest, where: str = "body") -> Prepared:
+    if body.options.calibration != "none":
+        raise invalid(f"{where}.options.calibration", "calibrations apply to op estimates only; give none or omit it")
     model_spec, model_name = resolver.model(body.model)
     hw_spec, hw_name, system = resolver.system(body)
     par = body.parallelism
@@ -241,7 +243,7 @@ def render(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
             f"does not fit: {mem.total_bytes / 1e9:.1f} GB per device of {mem.capacity_bytes / 1e9:.1f} GB "
             f"(largest batch that fits: {est.max_batch_that_fits})"
         )
-    longest = int((run.workload.prompt_tokens + run.workload.output_tokens).max())
+    longest = int((run.workload.prompt_tokens + run.workload.output_tokens - 1).max())  # the last is never fed back
     if longest > p.model.max_context_tokens:
         warnings.append(f"{longest} tokens exceed the model's context of {p.model.max_context_tokens}")
     return {

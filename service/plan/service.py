@@ -18,7 +18,7 @@ from schemas.estimates import EstimateContext
 from schemas.inference import Dtypes, InferenceRead, InferenceRequest
 from schemas.models import ModelSpec
 from schemas.plan import Miss, Objective, PlanCandidate, PlanRead, PlanRequest, RankedBy
-from service.estimates.service import resolve_hardware, to_core
+from service.estimates.service import invalid, resolve_hardware, to_core
 from service.inference.service import Prepared, render, resolve_model, topologies, transformer
 
 MAX_SKIPPED_LISTED = 20
@@ -42,6 +42,8 @@ def _groups(tensor: int, pipeline: int) -> list[int]:
 
 def plan(session: Session, body: PlanRequest) -> PlanRead:
     """Estimate every configuration of the search, size each to the traffic and rank them."""
+    if body.options.calibration != "none":
+        raise invalid("body.options.calibration", "calibrations apply to op estimates only; give none or omit it")
     model_spec, model_name = resolve_model(session, body.model)
     model = transformer(model_spec, None)
     traffic, s = body.traffic, body.search
