@@ -18,9 +18,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from service.deps import SessionDep, SettingsDep
+from service.deps import SessionDep, SettingsDep, _session
 from service.errors import ERROR_RESPONSES, NotFound, RidgelineError
 from service.orm import ApiKey
+
+# The unit of work of the write endpoints, committed *before* the response is sent: FastAPI ends a `yield`
+# dependency after the response unless it has scope="function" (`service.deps.SessionDep` has not), so a client
+# could read a 201 for an upload whose commit then failed, or count rows before they are there.
+WriteSessionDep = Annotated[Session, Depends(_session, scope="function")]
 
 
 class Scope(StrEnum):
@@ -118,12 +123,12 @@ def _principal(session: Session, credentials: HTTPAuthorizationCredentials | Non
     return authenticate(session, credentials.credentials)
 
 
-def uploader(session: SessionDep, credentials: BearerDep) -> Principal:
+def uploader(session: WriteSessionDep, credentials: BearerDep) -> Principal:
     """A key with the upload scope (admin keys may upload too)."""
     return _principal(session, credentials)
 
 
-def admin(session: SessionDep, credentials: BearerDep) -> Principal:
+def admin(session: WriteSessionDep, credentials: BearerDep) -> Principal:
     principal = _principal(session, credentials)
     if principal.scope is not Scope.admin:
         raise Forbidden(f"API key {principal.name!r} has the {principal.scope} scope; this needs admin.")

@@ -54,13 +54,10 @@ class BenchmarkRepository:
             if rows:
                 connection.execute(insert(RESULTS), rows)
             return
-        # COPY's text format takes a JSON document as its text.
-        columns = {**columns, "op": [pydantic_core.to_json(doc).decode() for doc in columns["op"]]}
         raw = connection.connection.driver_connection  # the psycopg connection, in this transaction
         assert raw is not None
         with raw.cursor() as cursor, cursor.copy(f"COPY {RESULTS.name} ({', '.join(names)}) FROM STDIN") as copy:
-            for row in zip(*columns.values(), strict=True):
-                copy.write_row(row)
+            copy.write(copy_text(columns))
 
     def key_names(self, ids: set[int]) -> dict[int, str]:
         if not ids:
@@ -109,3 +106,33 @@ class BenchmarkRepository:
             select(BenchmarkResult).where(*where).order_by(BenchmarkResult.id).limit(limit).offset(offset)
         ).all()
         return list(rows), total
+
+
+def _text_column(values: list[Any]) -> list[str]:
+    """One column in COPY's text format: NULL is \\N; a backslash, tab or newline in text is escaped; numbers are
+    their repr (exact, and PostgreSQL parses 1e-05)."""
+    if not values:
+        return []
+    sample = next((v for v in values if v is not None), None)
+    if isinstance(sample, dict):  # JSON documents, as their text
+        text = [None if v is None else _escape(pydantic_core.to_json(v).decode()) for v in values]
+    elif isinstance(sample, str):
+        text = [None if v is None else _escape(v) for v in values]
+    elif None in values:
+        text = [None if v is None else repr(v) for v in values]
+    else:
+        return list(map(repr, values))
+    return ["\\N" if v is None else v for v in text]
+
+
+def _escape(text: str) -> str:
+    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
+        text = text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return text
+
+
+def copy_text(columns: dict[str, list[Any]]) -> bytes:
+    """Rows for `COPY … FROM STDIN` (text format), built column by column: several times faster than a
+    write_row call per row."""
+    texts = [_text_column(values) for values in columns.values()]
+    return "".join("\t".join(row) + "\n" for row in zip(*texts, strict=True)).encode()

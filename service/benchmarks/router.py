@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Header, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
 
 from schemas.benchmarks import (
     BenchmarkRunCreate,
@@ -15,7 +16,7 @@ from schemas.benchmarks import (
     TimingScope,
 )
 from schemas.common import Dtype, Page
-from service.auth import AUTH_RESPONSES, ReaderDep, UploaderDep
+from service.auth import AUTH_RESPONSES, ReaderDep, UploaderDep, WriteSessionDep
 from service.benchmarks import service
 from service.benchmarks.repository import RunFilters
 from service.deps import PagingDep, SessionDep
@@ -42,13 +43,21 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def _gc_paused() -> Iterator[None]:
+    # Entered before FastAPI validates the body (sub-dependencies are solved first): the pause covers validating
+    # 10 000 results as well as storing them (service.cyclic_gc_paused says why).
+    with service.cyclic_gc_paused():
+        yield
+
+
 @router.post(
     "",
     status_code=201,
+    dependencies=[Depends(_gc_paused, scope="function")],
     responses={409: ERROR_RESPONSES[400] | {"description": "Idempotency-Key reused with another body"}},
 )
 def upload_run(
-    session: SessionDep,
+    session: WriteSessionDep,
     principal: UploaderDep,
     response: Response,
     body: Annotated[BenchmarkRunCreate, Body(openapi_examples=BENCHMARK_RUN_EXAMPLES)],

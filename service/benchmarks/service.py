@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import math
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -115,11 +119,43 @@ def _insert_run(session: Session, values: dict[str, Any]) -> int | None:
     return run_id
 
 
+_gc_lock = threading.Lock()
+_gc_holders = 0
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Pause CPython's cyclic garbage collector while a batch is processed. 10 000 results allocate a few hundred
+    thousand container objects, which set off full collections over the whole heap (every module, numpy, pydantic,
+    SQLAlchemy, matplotlib) several times per request: 100-300 ms of a ~400 ms upload. Nothing here makes
+    reference cycles worth collecting early; reference counting still frees everything. Counted, so concurrent
+    uploads re-enable it only when the last one ends."""
+    global _gc_holders
+    with _gc_lock:
+        _gc_holders += 1
+        if _gc_holders == 1:
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0:
+                gc.enable()
+
+
 def create_run(
     session: Session, body: BenchmarkRunCreate, principal: Principal, idempotency_key: str | None
 ) -> tuple[BenchmarkRunCreated, bool]:
     """Store a run and its results in the request's transaction; returns the response and whether it is a replay
     of an earlier upload with the same Idempotency-Key."""
+    with cyclic_gc_paused():
+        return _create_run(session, body, principal, idempotency_key)
+
+
+def _create_run(
+    session: Session, body: BenchmarkRunCreate, principal: Principal, idempotency_key: str | None
+) -> tuple[BenchmarkRunCreated, bool]:
     repo = BenchmarkRepository(session)
     digest = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     if idempotency_key is not None:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Path, Query
 
 from schemas.calibrations import CalibrationCreate, CalibrationRead
 from schemas.common import Page
-from service.auth import AUTH_RESPONSES, AdminDep, ReaderDep
+from service.auth import AUTH_RESPONSES, AdminDep, ReaderDep, WriteSessionDep
 from service.calibrations import service
 from service.deps import PagingDep, SessionDep
 from service.errors import ERROR_RESPONSES
@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/calibrations", tags=["calibrations"], responses={
 
 @router.post("", status_code=201)
 def create_calibration(
-    session: SessionDep,
+    session: WriteSessionDep,
     _admin: AdminDep,
     body: Annotated[CalibrationCreate, Body(openapi_examples=CALIBRATION_EXAMPLES)],
 ) -> CalibrationRead:
