@@ -171,25 +171,27 @@ class System:
 
 @dataclass(frozen=True)
 class Workload:
-    """Requests decoded together by one replica: prompt and output tokens per request (arrays of one length).
-    The prefill produces each request's first output token; each later token is one decode step."""
+    """Requests decoded together by one replica: prompt and output tokens per kind of request (arrays of one
+    length) and how many requests of each kind (`counts`, default one each). The prefill produces each request's
+    first output token; each later token is one decode step."""
 
     prompt_tokens: IntArray
     output_tokens: IntArray
+    counts: IntArray | None = None
 
     @staticmethod
     def uniform(batch: int, prompt_tokens: int, output_tokens: int) -> Workload:
-        return Workload(np.full(batch, prompt_tokens, dtype=np.int64), np.full(batch, output_tokens, dtype=np.int64))
+        one = np.ones(1, dtype=np.int64)
+        return Workload(one * prompt_tokens, one * output_tokens, one * batch)
+
+    @property
+    def weights(self) -> Array:
+        out: Array = (np.ones(self.prompt_tokens.shape) if self.counts is None else self.counts).astype(np.float64)
+        return out
 
     @property
     def batch(self) -> int:
-        return int(self.prompt_tokens.size)
-
-    @property
-    def uniform_shape(self) -> bool:
-        return bool(
-            np.all(self.prompt_tokens == self.prompt_tokens[0]) and np.all(self.output_tokens == self.output_tokens[0])
-        )
+        return int(self.weights.sum())
 
 
 @dataclass(frozen=True)
@@ -665,21 +667,24 @@ class _RunPlan:
         self.micro = run.parallelism.micro_batches or min(self.batch, p)
         prompts = self.wl.prompt_tokens.astype(np.float64)
         outputs = self.wl.output_tokens.astype(np.int64)
+        weights = self.wl.weights
+        self.prompt_total = float(prompts @ weights)
 
         # Prefill: every prompt, in `micro` micro-batches; the LM head runs on each sequence's last position.
         self.prefill = _Pass(1, sum_points=True)
         b_m = self.batch / self.micro
-        unique_p, counts = np.unique(prompts, return_counts=True)
+        unique_p, which = np.unique(prompts, return_inverse=True)
+        counts = np.bincount(which.reshape(-1), weights=weights)
         span = run.parallelism.tensor * p
         self.prefill_send = (
             self.ev.collective(
-                run.system, "send_recv", span, np.array([prompts.sum() / self.micro]) * self.hidden_bytes
+                run.system, "send_recv", span, np.array([self.prompt_total / self.micro]) * self.hidden_bytes
             )
             if p > 1
             else None
         )
         self._build(
-            self.prefill, tokens=np.array([prompts.sum() / self.micro]),
+            self.prefill, tokens=np.array([self.prompt_total / self.micro]),
             attn=(counts / self.micro, unique_p, unique_p), sequences=np.array([b_m]), prefill=True,
         )  # fmt: skip
 
@@ -689,9 +694,9 @@ class _RunPlan:
         self.samples = self._samples(outputs) if self.steps > 0 else np.zeros(0, dtype=np.int64)
         self.decode = _Pass(self.samples.size)
         if self.steps > 0:
-            active = (outputs[None, :] - 1) >= self.samples[:, None]
-            self.active = active.sum(axis=1).astype(np.float64)
-            contexts = np.where(active, prompts[None, :] + self.samples[:, None], 0.0).sum(axis=1)
+            active = ((outputs[None, :] - 1) >= self.samples[:, None]) * weights  # requests of each kind, per step
+            self.active = active.sum(axis=1)
+            contexts = (active * (prompts[None, :] + self.samples[:, None])).sum(axis=1)
             self.micro_k = np.minimum(float(self.micro), self.active)
             b_k = self.active / self.micro_k
             self.weights = _linear_weights(self.samples)
@@ -946,7 +951,7 @@ class _RunPlan:
         # Prefill (GPipe): m micro-batches through p stages take (m + p − 1) stage times τ plus p − 1 sends.
         pre = self.prefill.totals()
         tau = _pass_time(pre) / p
-        send_bytes = np.array([self.wl.prompt_tokens.sum() / mb]) * self.hidden_bytes
+        send_bytes = np.array([self.prompt_total / mb]) * self.hidden_bytes
         send = self.prefill_send.time_s if self.prefill_send is not None else np.zeros(1)
         prefill_time = float(((mb + p - 1) * tau + (p - 1) * send)[0])
         prefill_rows = _rows(pre, np.array([mb / p]), np.ones(1))
@@ -989,7 +994,7 @@ class _RunPlan:
             decode_first_step_s=first,
             decode_mean_step_s=mean,
             decode_last_step_s=last,
-            output_tokens=int(self.wl.output_tokens.sum()),
+            output_tokens=int(self.wl.output_tokens @ self.wl.weights),
             pipeline_bubble_fraction=(p - 1) / (mb + p - 1),
             assumptions={
                 "micro_batches": self.micro,
@@ -1001,16 +1006,14 @@ class _RunPlan:
     def memory(self) -> MemoryUse:
         run, m, par, prec = self.run, self.run.model, self.run.parallelism, self.run.precision
         # The last output token is sampled, never fed back: a request holds p + o − 1 tokens of K and V at most.
-        contexts, counts = np.unique(self.wl.prompt_tokens + self.wl.output_tokens - 1, return_counts=True)
-        kv = sum(
-            kv_bytes_per_sequence(m, par, prec, float(c)) * float(n) for c, n in zip(contexts, counts, strict=True)
-        )
-        prompts, counts = np.unique(self.wl.prompt_tokens, return_counts=True)
+        w = self.wl.weights
+        contexts = self.wl.prompt_tokens + self.wl.output_tokens - 1
+        kv = sum(kv_bytes_per_sequence(m, par, prec, float(c)) * n for c, n in zip(contexts, w, strict=True))
         naive = run.attention == "naive"
         act = (
             sum(
-                _activation_bytes_per_sequence(m, par, prec, float(pt), naive) * float(n)
-                for pt, n in zip(prompts, counts, strict=True)
+                _activation_bytes_per_sequence(m, par, prec, float(pt), naive) * n
+                for pt, n in zip(self.wl.prompt_tokens, w, strict=True)
             )
             / self.micro
         )
@@ -1113,9 +1116,10 @@ def validate_inference(run: InferenceRun) -> None:
             dtype_bytes(dtype)
         except ValueError as err:
             raise InferenceConfigError(f"dtypes.{name}", str(err)) from None
-    if wl.batch < 1 or wl.prompt_tokens.shape != wl.output_tokens.shape:
+    counts_shape = wl.prompt_tokens.shape if wl.counts is None else wl.counts.shape
+    if wl.batch < 1 or not wl.prompt_tokens.shape == wl.output_tokens.shape == counts_shape:
         raise InferenceConfigError("workload", "needs at least one request, with prompt and output lengths")
-    if np.any(wl.prompt_tokens < 1) or np.any(wl.output_tokens < 1):
+    if np.any(wl.prompt_tokens < 1) or np.any(wl.output_tokens < 1) or np.any(wl.weights < 1):
         raise InferenceConfigError("workload", "prompt and output lengths are at least 1")
     if run.attention not in ("flash", "naive"):
         raise InferenceConfigError("implementation.attention", f"unknown attention implementation {run.attention!r}")
