@@ -694,9 +694,15 @@ class _RunPlan:
         self.samples = self._samples(outputs) if self.steps > 0 else np.zeros(0, dtype=np.int64)
         self.decode = _Pass(self.samples.size)
         if self.steps > 0:
-            active = ((outputs[None, :] - 1) >= self.samples[:, None]) * weights  # requests of each kind, per step
-            self.active = active.sum(axis=1)
-            contexts = (active * (prompts[None, :] + self.samples[:, None])).sum(axis=1)
+            # Requests still decoding at each sampled step and the sum of their contexts, from cumulative sums over
+            # the kinds of request ordered by their last step (no steps × kinds matrix).
+            ends = outputs - 1
+            order = np.argsort(ends, kind="stable")
+            cum_w = np.concatenate([[0.0], np.cumsum(weights[order])])
+            cum_wp = np.concatenate([[0.0], np.cumsum((weights * prompts)[order])])
+            done = np.searchsorted(ends[order], self.samples, side="left")  # kinds whose last step is earlier
+            self.active = cum_w[-1] - cum_w[done]
+            contexts = cum_wp[-1] - cum_wp[done] + self.samples * self.active
             self.micro_k = np.minimum(float(self.micro), self.active)
             b_k = self.active / self.micro_k
             self.weights = _linear_weights(self.samples)

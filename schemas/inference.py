@@ -138,7 +138,7 @@ class Implementation(InputModel):
         description="Bias, activation and residual add in the matmul epilogues and rotary inside attention; "
         "false: each its own kernel.",
     )
-    decode_samples: Annotated[int, Field(ge=16, le=1 << 21)] = Field(
+    decode_samples: Annotated[int, Field(ge=16, le=1 << 17)] = Field(
         default=2048,
         description="Decode steps evaluated one by one up to this many; beyond, this many evenly spaced steps "
         "with the steps between them interpolated (exactly summed).",
