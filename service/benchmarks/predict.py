@@ -19,6 +19,7 @@ from schemas.benchmarks import Collective, TimingScope
 from schemas.estimates import EstimateContext, Options
 from schemas.hardware import HardwareSpec
 from schemas.ops import Chain
+from service.collectives import service as collectives
 from service.estimates import service as estimates
 
 # Kernel-time scopes (profiler sums, graph replays) have no host launch in them: their per-kernel fixed cost is
@@ -103,14 +104,19 @@ def numeric_fields(op: BaseModel) -> list[str]:
     return [*sizes, *(name for name in optional if getattr(op, name) is not None)]
 
 
-def predict(hw: roofline.Hardware, ops: list[Any], where: str = "body.results") -> Predictions:
+def predict(
+    hw: roofline.Hardware, ops: list[Any], where: str = "body.results", spec: HardwareSpec | None = None
+) -> Predictions:
     """Predicted seconds, fixed-cost seconds, FLOPs and bytes of every op on `hw` (whose launch cost is the timing
-    scope's); `where` names the list in errors (`body.results.17.op.dtype`)."""
+    scope's); `where` names the list in errors (`body.results.17.op.dtype`). Collectives are predicted on `spec`'s
+    own fabric (service.collectives), when it is given and the devices fit it; otherwise they stay NaN."""
     out = Predictions.empty(len(ops))
     groups: dict[tuple[Any, ...], list[int]] = {}
+    by_collective: dict[tuple[str, int], list[int]] = {}
     for index, op in enumerate(ops):
         if isinstance(op, Collective):
-            continue  # measured only: the op model has no collectives
+            by_collective.setdefault((str(op.collective), op.devices), []).append(index)
+            continue
         if isinstance(op, Chain):
             _store(out, [index], estimates.evaluate(hw, op, where=f"{where}.{index}.op"))
             continue
@@ -121,7 +127,26 @@ def predict(hw: roofline.Hardware, ops: list[Any], where: str = "body.results") 
         overrides = {name: np.array([getattr(ops[i], name) for i in indices], dtype=np.float64) for name in names}
         est = estimates.evaluate(hw, first, overrides, where=f"{where}.{indices[0]}.op", points=len(indices))
         _store(out, indices, est)
+    if spec is not None:
+        for (kind, devices), indices in by_collective.items():
+            _collectives(out, spec, kind, devices, indices, [ops[i].bytes for i in indices])
     return out
+
+
+def _collectives(
+    out: Predictions, spec: HardwareSpec, kind: str, devices: int, indices: list[int], sizes: list[int]
+) -> None:
+    """One vectorised collective estimate per (collective, device count), on the profile's own fabric. A count the
+    profile's fabric cannot hold (more than its domain, no scale-out) has no prediction: the measurement stands."""
+    try:
+        topology = collectives.device_topology(spec, devices)
+        est = roofline.collective(kind, np.asarray(sizes, dtype=np.float64), topology)
+    except ValueError:
+        return
+    idx = np.asarray(indices)
+    out.time_s[idx] = est.time_s
+    out.overhead_s[idx] = 0.0  # a collective's latency term is part of what calibration may learn
+    out.bytes[idx] = np.asarray(sizes, dtype=np.float64)
 
 
 def _store(out: Predictions, indices: list[int], est: roofline.Estimate) -> None:

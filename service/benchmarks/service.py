@@ -166,7 +166,7 @@ def _create_run(
     slug, device = resolve_hardware(session, body.hardware)
     spec = catalogue.get_spec(session, HARDWARE, slug)
     ops = [r.op for r in body.results]
-    preds = predict(core_hardware(spec, slug, body.timing_scope), ops)
+    preds = predict(core_hardware(spec, slug, body.timing_scope), ops, spec=spec)
     measured = np.array([r.median_s for r in body.results])
     ratio = measured / preds.time_s  # NaN where there is no prediction
 

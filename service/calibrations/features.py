@@ -17,7 +17,7 @@ from service.benchmarks.predict import size_fields
 OP_CLASSES: dict[str, type[BaseModel]] = {
     get_args(cls.model_fields["kind"].annotation)[0]: cls for cls in get_args(get_args(ResultOp)[0])
 }
-UNCALIBRATED = frozenset({"chain", "collective"})  # no sizes of their own / no prediction
+UNCALIBRATED = frozenset({"chain"})  # no sizes of its own
 
 
 def group_of(doc: dict[str, Any]) -> str:

@@ -162,12 +162,21 @@ def test_a_device_description_maps_to_its_profile(client: TestClient, keys: dict
     assert unknown.status_code == 422 and unknown.json()["detail"][0]["field"] == "body.hardware"
 
 
-def test_collectives_are_stored_without_a_prediction(client: TestClient, keys: dict[str, str]) -> None:
+def test_collectives_are_predicted_on_the_profiles_fabric(client: TestClient, keys: dict[str, str]) -> None:
     op = {"kind": "collective", "collective": "all_reduce", "bytes": 1 << 20, "devices": 8, "dtype": "fp16"}
-    made = upload(client, keys["upload"], run_body([{"op": op, "median_s": 3e-5}])).json()
-    assert (made["results"], made["predicted"]) == (1, 0)
-    item = client.get(f"/v1/benchmarks/{made['id']}").json()["items"][0]
-    assert item["predicted_s"] is None and item["op_kind"] == "collective" and item["dtype"] == "fp16"
+    too_many = op | {"devices": 4096}  # more A100s than one NVSwitch node, and the profile has no scale-out
+    made = upload(client, keys["upload"], run_body([{"op": op, "median_s": 3e-5}, {"op": too_many, "median_s": 1e-3}]))
+    assert made.status_code == 201, made.text
+    assert (made.json()["results"], made.json()["predicted"]) == (2, 1)
+    items = client.get(f"/v1/benchmarks/{made.json()['id']}").json()["items"]
+    # The same prediction /v1/estimate/collective makes for the profile's own fabric.
+    estimate = client.post(
+        "/v1/estimate/collective", json={"op": "all_reduce", "bytes": 1 << 20, "hardware": A100, "devices": 8}
+    )
+    assert estimate.status_code == 200, estimate.text
+    assert items[0]["predicted_s"] == pytest.approx(estimate.json()["time_s"], rel=1e-12)
+    assert items[0]["op_kind"] == "collective" and items[0]["dtype"] == "fp16" and items[0]["flops"] is None
+    assert items[1]["predicted_s"] is None
 
 
 @pytest.mark.parametrize(
