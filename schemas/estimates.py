@@ -90,7 +90,7 @@ class Options(InputModel):
         default="none",
         description='"none" (the physical model), "latest" (the newest calibration of this hardware profile) or a '
         "calibration id (POST /v1/calibrations). Where the calibration does not reach, the physical model is used "
-        "and assumptions.calibration says so. /v1/estimate/op only for now.",
+        "and assumptions.calibration says so.",
     )
 
 

@@ -253,18 +253,27 @@ def page(session: Session, hardware: str | None, limit: int, offset: int) -> tup
     return [to_read(r) for r in rows], total
 
 
+NOTES = {
+    "interpolated": "interpolated between measured neighbours",
+    "fitted": "the fitted size-dependent correction only: no measured neighbour close enough",
+    "physical": "the physical model: outside the measured range or op family not calibrated",
+}
+
+
 def for_estimate(
     session: Session, hardware: str | None, choice: str | int, docs: list[dict[str, Any]], time_s: Any, overhead_s: Any
-) -> tuple[NDArray[np.float64] | None, dict[str, Any]]:
-    """Calibrated times for estimated ops (JSON documents, with the model's time and fixed cost), and what the
-    response's `assumptions.calibration` says. None when nothing applies (the physical model stands, and it says why).
-    `choice` is "latest" or a calibration id; `hardware` is the catalogue slug (None for an inline profile)."""
+) -> tuple[NDArray[np.float64] | None, dict[str, Any], list[dict[str, Any]]]:
+    """Calibrated times for estimated ops (JSON documents, with the model's time and fixed cost); what the
+    response's `assumptions.calibration` says for all of them together, and for each one. Times are None when
+    nothing applies (the physical model stands, and the note says why). `choice` is "latest" or a calibration id;
+    `hardware` is the catalogue slug (None for an inline or patched profile)."""
     repo = CalibrationRepository(session)
     if choice == "latest":
         row = repo.latest(hardware) if hardware else None
         if row is None:
-            why = f"no calibration for {hardware!r}" if hardware else "an inline profile has no calibrations"
-            return None, {"requested": "latest", "method": "physical", "note": f"{why}: the physical model"}
+            why = f"no calibration for {hardware!r}" if hardware else "an inline or patched profile has no calibrations"
+            none: dict[str, Any] = {"requested": "latest", "method": "physical", "note": f"{why}: the physical model"}
+            return None, none, [none] * len(docs)
     else:
         row = repo.get(int(choice))
         if row is None:
@@ -274,20 +283,28 @@ def for_estimate(
     physical = np.atleast_1d(np.asarray(time_s, dtype=np.float64))
     work = physical - np.broadcast_to(np.asarray(overhead_s, dtype=np.float64), physical.shape)
     calibrated, how = calibrate(row, docs, work, physical)
-    covered = np.isfinite(calibrated)
-    result = np.where(covered, calibrated, physical)
+    result = np.where(np.isfinite(calibrated), calibrated, physical)
+    base: dict[str, Any] = {"id": row.id, "version": row.version, "hardware": row.hardware}
+    per_method: dict[str, dict[str, Any]] = {label: base | {"method": label, "note": NOTES[label]} for label in NOTES}
     methods = [METHODS[Method(int(m))] for m in how]
-    notes = {
-        "interpolated": "interpolated between measured neighbours",
-        "fitted": "the fitted size-dependent correction only: no measured neighbour close enough",
-        "physical": "the physical model: outside the measured range or op family not calibrated",
-    }
-    info: dict[str, Any] = {
-        "id": row.id,
-        "version": row.version,
-        "hardware": row.hardware,
-        "method": methods[0] if len(set(methods)) == 1 else {m: methods.count(m) for m in sorted(set(methods))},
-        "note": notes[methods[0]] if len(set(methods)) == 1 else "per point: see method",
-        "timing_scope": row.request.get("timing_scope") or "as measured",
-    }
-    return result, info
+    each = [per_method[m] for m in methods]
+    counts = {m: methods.count(m) for m in sorted(set(methods))}
+    info: dict[str, Any] = (
+        each[0] if len(counts) == 1 else base | {"method": counts, "note": "per point: see each item"}
+    )
+    return result, info, each
+
+
+def calibrate_items(
+    session: Session, hardware: str | None, choice: str | int, docs: list[dict[str, Any]], items: list[dict[str, Any]]
+) -> None:
+    """Apply a calibration to rendered estimate items (dicts with EstimateRead's fields), in place."""
+    times = np.array([item["time_s"] for item in items], dtype=np.float64)
+    overheads = np.array([item["overhead_s"] for item in items], dtype=np.float64)
+    calibrated, _, each = for_estimate(session, hardware, choice, docs, times, overheads)
+    values = times.tolist() if calibrated is None else calibrated.tolist()
+    for item, value, raw, info in zip(items, values, times.tolist(), each, strict=True):
+        item["details"] = {**item["details"], "raw_time_s": raw}
+        item["assumptions"] = {**item["assumptions"], "calibration": info}
+        item["time_s"] = value
+        item["achieved_flops_per_s"] = item["flops"] / value if value > 0 else 0.0

@@ -32,13 +32,17 @@ def estimate_ops(
     session: SessionDep, body: Annotated[EstimateOpsRequest, Body(openapi_examples=ESTIMATE_OPS_EXAMPLES)]
 ) -> Response:
     """Estimate a list of ops, or one op swept over a grid of sizes (vectorised)."""
-    if body.options.calibration != "none":
-        raise service.invalid("body.options.calibration", "calibrated estimates are only on /v1/estimate/op for now")
     spec, name = service.resolve_hardware(session, body)
     hw = service.to_core(spec, body)
     if body.sweep is not None:
         est, grid = service.sweep(hw, body.sweep)
-        content = service.ops_json(service.item_dicts(service.with_assumptions(est, hw, name)), grid)
+        items = service.item_dicts(service.with_assumptions(est, hw, name))
+        if body.options.calibration != "none":
+            service.calibrated_items(session, body, service.sweep_docs(body.sweep, grid), items)
+        content = service.ops_json(items, grid)
     else:
-        content = service.ops_json(service.estimate_ops(hw, body.ops or [], name))
+        items = service.estimate_ops(hw, body.ops or [], name)
+        if body.options.calibration != "none":
+            service.calibrated_items(session, body, [op.model_dump(mode="json") for op in body.ops or []], items)
+        content = service.ops_json(items)
     return Response(content, media_type="application/json")

@@ -365,9 +365,28 @@ def calibrated(session: Session, ctx: EstimateContext, op: Op, est: roofline.Est
 
     hardware = ctx.hardware if isinstance(ctx.hardware, str) and not ctx.hardware_patch else None
     doc = op.model_dump(mode="json")
-    times, info = for_estimate(session, hardware, choice, [doc], est.time_s, est.overhead_s)
+    times, info, _ = for_estimate(session, hardware, choice, [doc], est.time_s, est.overhead_s)
     est.assumptions["calibration"] = info
     if times is None:
         return est
     extra = {**est.extra, "raw_time_s": np.asarray(est.time_s, dtype=np.float64)}
     return dataclasses.replace(est, time_s=times.reshape(np.shape(est.time_s)), extra=extra)
+
+
+def calibrated_items(
+    session: Session, ctx: EstimateContext, docs: list[dict[str, Any]], items: list[dict[str, Any]]
+) -> None:
+    """`options.calibration` on rendered items of /v1/estimate/ops (`docs`: each item's op as JSON), in place."""
+    if ctx.options.calibration == "none":
+        return
+    from service.calibrations.service import calibrate_items
+
+    hardware = ctx.hardware if isinstance(ctx.hardware, str) and not ctx.hardware_patch else None
+    calibrate_items(session, hardware, ctx.options.calibration, docs, items)
+
+
+def sweep_docs(spec: Sweep, grid: dict[str, list[float]]) -> list[dict[str, Any]]:
+    """The op of every point of a sweep, as JSON (for calibration)."""
+    base = spec.op.model_dump(mode="json")
+    names = list(grid)
+    return [{**base, **dict(zip(names, values, strict=True))} for values in zip(*grid.values(), strict=True)]

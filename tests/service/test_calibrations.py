@@ -129,11 +129,32 @@ def test_estimates_take_a_calibration(client: TestClient, keys: dict[str, str]) 
     covered = client.post("/v1/estimate/op", json=gemm | {"options": {"calibration": "latest"}}).json()
     assert covered["assumptions"]["calibration"]["method"] == "physical"
     assert estimate(1000, 999_999).status_code == 404
+    # Lists and sweeps: each item calibrated, with its own method.
     listed = client.post(
         "/v1/estimate/ops",
-        json={"hardware": "a100-sxm-80gb", "ops": [elementwise(10)], "options": {"calibration": "latest"}},
+        json={
+            "hardware": "a100-sxm-80gb",
+            "ops": [elementwise(3_000_000), {"kind": "matmul", "m": 64, "n": 64, "k": 64}],
+            "options": {"calibration": "latest"},
+        },
     )
-    assert listed.status_code == 422 and listed.json()["detail"][0]["field"] == "body.options.calibration"
+    assert listed.status_code == 200, listed.text
+    first, second = listed.json()["items"]
+    assert first["time_s"] == pytest.approx(planted(client, [3_000_000])[0], rel=1e-6)
+    assert first["assumptions"]["calibration"]["method"] == "interpolated"
+    assert second["assumptions"]["calibration"]["method"] == "physical"
+    assert second["time_s"] == second["details"]["raw_time_s"]
+    swept = client.post(
+        "/v1/estimate/ops",
+        json={
+            "hardware": "a100-sxm-80gb",
+            "sweep": {"op": elementwise(1), "vary": {"elements": [3_000_000, 30_000_000]}},
+            "options": {"calibration": cal["id"]},
+        },
+    ).json()
+    expected = planted(client, [3_000_000, 30_000_000])
+    assert [i["time_s"] for i in swept["items"]] == pytest.approx(expected, rel=1e-6)
+    assert {i["assumptions"]["calibration"]["id"] for i in swept["items"]} == {cal["id"]}
 
 
 def test_latest_without_a_calibration_is_the_physical_model(client: TestClient, keys: dict[str, str]) -> None:
