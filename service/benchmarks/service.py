@@ -170,7 +170,7 @@ def _create_run(
     measured = np.array([r.median_s for r in body.results])
     ratio = measured / preds.time_s  # NaN where there is no prediction
 
-    calibrated, calibration_id = calibrate_results(session, slug, ops, preds)
+    calibrated, used = calibrate_results(session, slug, ops, preds)
     predicted_count = int(np.count_nonzero(np.isfinite(preds.time_s)))
     calibrated_count = int(np.count_nonzero(np.isfinite(calibrated)))
     run_id = _insert_run(
@@ -187,7 +187,7 @@ def _create_run(
             "result_count": len(ops),
             "predicted_count": predicted_count,
             "calibrated_count": calibrated_count,
-            "calibration_id": calibration_id if calibrated_count else None,
+            "calibration_id": int(used.max()) or None,  # the newest calibration it used
             "median_measured_over_predicted": _finite(float(np.nanmedian(ratio))) if predicted_count else None,
             "created_at": utcnow(),
         },
@@ -217,9 +217,8 @@ def _create_run(
         "flops": _nullable(preds.flops),
         "bytes": _nullable(preds.bytes),
         "calibrated_s": _nullable(calibrated),
-        "calibration_id": np.where(has_calibration, calibration_id or 0, 0).tolist(),
+        "calibration_id": [c or None for c in np.where(has_calibration, used, 0).tolist()],
     }
-    columns["calibration_id"] = [c or None for c in columns["calibration_id"]]
     repo.add_results(columns)
     run = repo.run(run_id)
     assert run is not None

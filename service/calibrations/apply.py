@@ -1,4 +1,5 @@
-"""Calibrated predictions for incoming results: the latest calibration of their hardware profile, if any."""
+"""Calibrated predictions for incoming results: per op family, the newest calibration of their hardware that
+covers it, if any."""
 
 from __future__ import annotations
 
@@ -12,18 +13,18 @@ from sqlalchemy.orm import Session
 from schemas.benchmarks import ResultOp
 from service.benchmarks.predict import Predictions
 from service.calibrations.repository import CalibrationRepository
-from service.calibrations.service import calibrate
+from service.calibrations.service import calibrate_with
 
 _OPS: TypeAdapter[list[ResultOp]] = TypeAdapter(list[ResultOp])
 
 
 def calibrate_results(
     session: Session, hardware: str, ops: list[Any], preds: Predictions
-) -> tuple[NDArray[np.float64], int | None]:
-    """Calibrated seconds per op (NaN where the latest calibration does not cover it) and that calibration's id."""
-    latest = CalibrationRepository(session).latest(hardware)
-    if latest is None:
-        return np.full(len(ops), np.nan), None
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Calibrated seconds per op (NaN where no calibration covers it) and the calibration id used (0: none)."""
+    recent = CalibrationRepository(session).recent(hardware)
+    if not recent:
+        return np.full(len(ops), np.nan), np.zeros(len(ops), dtype=np.int64)
     docs = _OPS.dump_python(ops, mode="json")
-    calibrated, _ = calibrate(latest, docs, preds.time_s - preds.overhead_s, preds.time_s)
-    return calibrated, latest.id
+    calibrated, _, used = calibrate_with(recent, docs, preds.time_s - preds.overhead_s, preds.time_s)
+    return calibrated, used

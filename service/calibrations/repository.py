@@ -42,6 +42,17 @@ class CalibrationRepository:
             select(Calibration).where(Calibration.hardware == hardware).order_by(Calibration.version.desc()).limit(1)
         )
 
+    def recent(self, hardware: str, limit: int = 50) -> list[Calibration]:
+        """The hardware's calibrations, newest first: "latest" takes, per op family, the newest that covers it."""
+        return list(
+            self.session.scalars(
+                select(Calibration)
+                .where(Calibration.hardware == hardware)
+                .order_by(Calibration.version.desc())
+                .limit(limit)
+            ).all()
+        )
+
     def next_version(self, hardware: str) -> int:
         current = self.session.scalar(select(func.max(Calibration.version)).where(Calibration.hardware == hardware))
         return (current or 0) + 1

@@ -84,25 +84,39 @@ def calibrate(
     """Calibrated seconds and `Method` for ops (JSON documents) with their modelled work and time; NaN and
     physical for ops whose family and dtype the calibration does not cover. `own` maps an op's position to its
     index among the training points of its group, to leave it out of its own neighbours."""
+    out, method, _ = calibrate_with([calibration], docs, work_s, physical_s, own)
+    return out, method
+
+
+def calibrate_with(
+    calibrations: list[Calibration],
+    docs: list[dict[str, Any]],
+    work_s: NDArray[np.float64],
+    physical_s: NDArray[np.float64],
+    own: dict[int, int] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]]:
+    """`calibrate` with several calibrations in order of preference (newest first): each op family and dtype gets
+    the first one that covers it. Also returns the id used per op (0: none)."""
     out = np.full(len(docs), np.nan)
     method = np.full(len(docs), int(Method.physical), dtype=np.int64)
-    groups = fitted(calibration)
+    used = np.zeros(len(docs), dtype=np.int64)
     by_group: dict[str, list[int]] = {}
     for i, doc in enumerate(docs):
         if doc["kind"] not in UNCALIBRATED and np.isfinite(physical_s[i]):
             by_group.setdefault(group_of(doc), []).append(i)
     for name, indices in by_group.items():
-        group = groups.get(name)
-        if group is None:
+        found = next(((c, fitted(c)[name]) for c in calibrations if name in fitted(c)), None)
+        if found is None:
             continue
+        calibration, group = found
         keys, features, _ = describe([docs[i] for i in indices])
         idx = np.asarray(indices)
         own_idx = None if own is None else np.array([own.get(i, -1) for i in indices], dtype=np.int64)
         values, how = apply(
             group.correction, features, work_s[idx], physical_s[idx], variant_codes(keys, group.variants), own_idx
         )
-        out[idx], method[idx] = values, how
-    return out, method
+        out[idx], method[idx], used[idx] = values, how, calibration.id
+    return out, method, used
 
 
 def _filters(body: CalibrationCreate) -> RunFilters:
@@ -269,8 +283,8 @@ def for_estimate(
     `hardware` is the catalogue slug (None for an inline or patched profile)."""
     repo = CalibrationRepository(session)
     if choice == "latest":
-        row = repo.latest(hardware) if hardware else None
-        if row is None:
+        rows = repo.recent(hardware) if hardware else []
+        if not rows:
             why = f"no calibration for {hardware!r}" if hardware else "an inline or patched profile has no calibrations"
             none: dict[str, Any] = {"requested": "latest", "method": "physical", "note": f"{why}: the physical model"}
             return None, none, [none] * len(docs)
@@ -280,18 +294,30 @@ def for_estimate(
             raise NotFound(f"No calibration with id {choice}.")
         if hardware is not None and row.hardware != hardware:
             raise Unprocessable(f"Calibration {row.id} is for {row.hardware!r}, not {hardware!r}.")
+        rows = [row]
     physical = np.atleast_1d(np.asarray(time_s, dtype=np.float64))
     work = physical - np.broadcast_to(np.asarray(overhead_s, dtype=np.float64), physical.shape)
-    calibrated, how = calibrate(row, docs, work, physical)
+    calibrated, how, used = calibrate_with(rows, docs, work, physical)
     result = np.where(np.isfinite(calibrated), calibrated, physical)
-    base: dict[str, Any] = {"id": row.id, "version": row.version, "hardware": row.hardware}
-    per_method: dict[str, dict[str, Any]] = {label: base | {"method": label, "note": NOTES[label]} for label in NOTES}
-    methods = [METHODS[Method(int(m))] for m in how]
-    each = [per_method[m] for m in methods]
-    counts = {m: methods.count(m) for m in sorted(set(methods))}
-    info: dict[str, Any] = (
-        each[0] if len(counts) == 1 else base | {"method": counts, "note": "per point: see each item"}
-    )
+    by_id = {row.id: row for row in rows}
+    cache: dict[tuple[int, str], dict[str, Any]] = {}
+    each = []
+    for cid, m in zip(used.tolist(), how.tolist(), strict=True):
+        label = METHODS[Method(m)]
+        if (cid, label) not in cache:
+            row = by_id.get(cid, rows[0])  # an op no calibration covers names the newest one asked about
+            cache[(cid, label)] = {
+                "id": row.id, "version": row.version, "hardware": row.hardware, "method": label, "note": NOTES[label],
+            }  # fmt: skip
+        each.append(cache[(cid, label)])
+    distinct = {(e["id"], e["method"]) for e in each}
+    if len(distinct) == 1:
+        info = each[0]
+    else:
+        counts: dict[str, int] = {}
+        for e in each:
+            counts[e["method"]] = counts.get(e["method"], 0) + 1
+        info = {"ids": sorted({e["id"] for e in each}), "method": counts, "note": "per point: see each item"}
     return result, info, each
 
 

@@ -162,3 +162,22 @@ def test_latest_without_a_calibration_is_the_physical_model(client: TestClient, 
     got = client.post("/v1/estimate/op", json=body).json()
     assert got["assumptions"]["calibration"]["method"] == "physical"
     assert "no calibration" in got["assumptions"]["calibration"]["note"]
+
+
+def test_latest_is_per_op_family(client: TestClient, keys: dict[str, str]) -> None:
+    """A newer calibration of matmuls only leaves elementwise ops with the older one that covers them."""
+    upload_planted(client, keys["upload"])
+    gemms = [{"op": {"kind": "matmul", "m": 64 * i, "n": 1024, "k": 1024}, "median_s": 2e-5 * i} for i in range(1, 21)]
+    upload(client, keys["upload"], run_body(gemms))
+    older = calibrate(client, keys["admin"], op_families=["elementwise"]).json()
+    newer = calibrate(client, keys["admin"], op_families=["matmul"]).json()
+    assert (older["version"], newer["version"]) == (1, 2)
+    body = {"hardware": "a100-sxm-80gb", "ops": [elementwise(3_000_000), gemms[4]["op"]]}
+    items = client.post("/v1/estimate/ops", json=body | {"options": {"calibration": "latest"}}).json()["items"]
+    assert [i["assumptions"]["calibration"]["id"] for i in items] == [older["id"], newer["id"]]
+    assert items[0]["time_s"] == pytest.approx(planted(client, [3_000_000])[0], rel=1e-6)
+    # An upload is calibrated the same way, result by result.
+    run = upload(client, keys["upload"], run_body([{"op": op, "median_s": 1e-4} for op in body["ops"]])).json()
+    assert (run["calibrated"], run["calibration_id"]) == (2, newer["id"])
+    stored = client.get(f"/v1/benchmarks/{run['id']}").json()["items"]
+    assert [s["calibration_id"] for s in stored] == [older["id"], newer["id"]]
