@@ -34,7 +34,7 @@ def memory_s(kernels: list[rl.Kernel], hw: rl.Hardware = A100) -> float:
 
 def test_the_profile_carries_the_latency_and_threads() -> None:
     assert A100.memory_latency_s == LATENCY and A100.threads_per_unit == 2048 and A100.architecture == "sm_80"
-    assert SCALAR_FP16_BW == pytest.approx(680.6e9, rel=1e-4)
+    assert pytest.approx(680.6e9, rel=1e-4) == SCALAR_FP16_BW
 
 
 def test_a_scalar_rms_norm_runs_at_the_bandwidth_its_loads_in_flight_allow() -> None:
