@@ -7,8 +7,10 @@ Results that differ only in their sizes share a template (kind, dtype, flags); e
 from __future__ import annotations
 
 import functools
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any, get_args, get_origin
 
 import numpy as np
 from numpy.typing import NDArray
@@ -86,17 +88,29 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _key_parts(cls: type[BaseModel]) -> tuple[Callable[[dict[str, Any]], tuple[Any, ...]], tuple[str, ...]]:
+    """A getter of a class's non-size fields as a hashable tuple (one C call for the scalars, lists such as a
+    matmul's epilogue as tuples), and the class's optional size fields."""
+    _, optional, others = size_fields(cls)
+    lists = tuple(name for name in others if get_origin(cls.model_fields[name].annotation) is list)
+    scalars = (*(name for name in others if name not in lists), "kind")  # two names or more: itemgetter → tuple
+    getter = operator.itemgetter(*scalars)
+    if not lists:
+        return getter, optional
+
+    def get(values: dict[str, Any]) -> tuple[Any, ...]:
+        return (*getter(values), *(tuple(values[name]) for name in lists))
+
+    return get, optional
+
+
 def template_key(op: BaseModel) -> tuple[Any, ...]:
     """What must be equal for two ops to share one vectorised call: the kind, every non-size field, and which
     optional size fields are unset (attention's kv_heads)."""
-    cls = type(op)
-    _, optional, others = size_fields(cls)
+    getter, optional = _key_parts(type(op))
     values = op.__dict__
-    return (
-        cls,
-        *(_freeze(values[name]) for name in others),
-        *(values[name] is None for name in optional),
-    )
+    return (type(op), getter(values), *(values[name] is None for name in optional))
 
 
 def numeric_fields(op: BaseModel) -> list[str]:

@@ -147,6 +147,30 @@ def test_upload_stores_each_result_with_its_prediction(client: TestClient, keys:
     assert second["flops"] == 2 * 4096**3
 
 
+MIXED_OPS: list[dict[str, Any]] = [
+    {"kind": "matmul", "m": 512, "n": 1024, "k": 256},
+    {"kind": "matmul", "m": 512, "n": 1024, "k": 256, "epilogue": ["bias"]},
+    {"kind": "matmul", "m": 768, "n": 1024, "k": 256, "epilogue": ["bias", "relu"], "fuse_epilogue": False},
+    {"kind": "matmul", "m": 1024, "n": 1024, "k": 256, "epilogue": ["bias"]},
+    {"kind": "attention", "batch": 2, "heads": 32, "head_dim": 128, "q_len": 1, "kv_len": 4096},
+    {"kind": "attention", "batch": 2, "heads": 32, "kv_heads": 8, "head_dim": 128, "q_len": 1, "kv_len": 4096},
+    {"kind": "softmax", "rows": 4096, "cols": 1000, "online": False},
+    {"kind": "chain", "ops": [{"kind": "elementwise", "elements": 1 << 20}, {"kind": "activation", "elements": 1 << 20,
+                                                                              "function": "gelu"}]},
+]  # fmt: skip
+
+
+def test_grouped_predictions_equal_one_by_one_estimates(client: TestClient, keys: dict[str, str]) -> None:
+    """Ops that differ in a flag (epilogue, fusion, kv_heads set or not) are never evaluated as one template."""
+    made = upload(client, keys["upload"], run_body([{"op": op, "median_s": 1e-4} for op in MIXED_OPS])).json()
+    items = client.get(f"/v1/benchmarks/{made['id']}").json()["items"]
+    for op, item in zip(MIXED_OPS, items, strict=True):
+        one = client.post(
+            "/v1/estimate/op", json={"hardware": A100, "op": op, "options": {"launch_overhead_s": 2.5e-6}}
+        )
+        assert item["predicted_s"] == pytest.approx(one.json()["time_s"], rel=1e-12), op
+
+
 def test_wall_clock_scope_keeps_the_profile_launch_cost(client: TestClient, keys: dict[str, str]) -> None:
     body = run_body([{"op": elementwise(100_000_000), "median_s": 250e-6}], timing_scope="wall_clock")
     run_id = upload(client, keys["upload"], body).json()["id"]
