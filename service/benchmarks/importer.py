@@ -21,16 +21,24 @@ import numpy as np
 from schemas.benchmarks import MAX_RESULTS, CollectiveKind, TimingScope
 from service.benchmarks import datasets
 
-FORMATS = ("nccl-tests", "aiconfigurator-gemm", "aiconfigurator-attention", "vidur", "llmcompass")
+FORMATS = (
+    "nccl-tests", "aiconfigurator-gemm", "aiconfigurator-attention", "aiconfigurator-nccl", "vidur", "vidur-network",
+    "llmcompass", "llmcompass-allreduce",
+)  # fmt: skip
 # What each source's numbers cover (../shared/validation/README.md).
 SCOPES = {
     "nccl-tests": TimingScope.kernel,  # CUDA events around the collective's iterations, averaged
     "aiconfigurator-gemm": TimingScope.graph_replay,
     "aiconfigurator-attention": TimingScope.graph_replay,
+    "aiconfigurator-nccl": TimingScope.kernel,  # the whole collective, as nccl-tests reports it
     "vidur": TimingScope.kernel,  # torch-profiler sums of kernel time
+    "vidur-network": TimingScope.kernel,
     "llmcompass": TimingScope.wall_clock,  # host time around op(); synchronize()
+    "llmcompass-allreduce": TimingScope.kernel,
 }
 NCCL_DTYPES = {"float": "fp32", "half": "fp16", "bfloat16": "bf16", "int8": "int8", "double": "fp64", "fp8": "fp8"}
+DTYPE_NAMES = {**NCCL_DTYPES, "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "fp32": "fp32"}
+ELEMENT_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 NCCL_NAMES = {
     "all_reduce": CollectiveKind.all_reduce, "all_gather": CollectiveKind.all_gather,
     "reduce_scatter": CollectiveKind.reduce_scatter, "alltoall": CollectiveKind.all_to_all,
@@ -121,6 +129,43 @@ def parse_nccl_tests(text: str, collective: str | None, path: Path) -> Parsed:
     return Parsed(SCOPES["nccl-tests"], results, ranks[0] if ranks else None)
 
 
+def _collective(kind: str, nbytes: float, devices: int, dtype: str, median_s: float) -> dict[str, Any]:
+    op = {"kind": "collective", "collective": str(NCCL_NAMES[kind]), "bytes": round(nbytes), "devices": devices}
+    return {"op": op | {"dtype": dtype}, "median_s": median_s}
+
+
+def parse_aiconfigurator_nccl(path: Path) -> Parsed:
+    """`nccl_perf.csv` or `custom_allreduce_perf.csv`: message_size counts elements (README), latency in ms."""
+    results = []
+    for row in datasets._dict_rows(path):
+        dtype = DTYPE_NAMES[(row.get("nccl_dtype") or row["allreduce_dtype"]).strip()]
+        nbytes = float(row["message_size"]) * ELEMENT_BYTES[dtype]
+        results.append(_collective(row["op_name"], nbytes, int(row["num_gpus"]), dtype, float(row["latency"]) * 1e-3))
+    return Parsed(SCOPES["aiconfigurator-nccl"], results)
+
+
+def parse_vidur_network(path: Path) -> Parsed:
+    """vidur's `network/<system>/{all_reduce,send_recv}.csv`: size in bytes (fp16), median in ms; rank 0's rows
+    (every rank times the same call)."""
+    results = []
+    for row in datasets._dict_rows(path):
+        if int(float(row.get("rank") or 0)) != 0:
+            continue
+        kind = row["collective"].strip()
+        median = float(row[f"time_stats.{kind}.median"]) * 1e-3
+        results.append(_collective(kind, float(row["size"]), int(float(row["num_workers"])), "fp16", median))
+    return Parsed(SCOPES["vidur-network"], results)
+
+
+def parse_llmcompass_allreduce(path: Path, devices: int = 4) -> Parsed:
+    """`allreduce_A100x4_nvlink_transcribed.csv`: size_bytes, latency_us, 4 A100s over NVLink, fp16."""
+    results = [
+        _collective("all_reduce", float(row["size_bytes"]), devices, "fp16", float(row["latency_us"]) * 1e-6)
+        for row in datasets._dict_rows(path)
+    ]
+    return Parsed(SCOPES["llmcompass-allreduce"], results)
+
+
 def parse(fmt: str, path: Path, collective: str | None = None) -> Parsed:
     """The results in a file of one of `FORMATS`."""
     if not path.is_file():
@@ -128,6 +173,12 @@ def parse(fmt: str, path: Path, collective: str | None = None) -> Parsed:
     try:
         if fmt == "nccl-tests":
             return parse_nccl_tests(path.read_text(errors="replace"), collective, path)
+        if fmt == "aiconfigurator-nccl":
+            return parse_aiconfigurator_nccl(path)
+        if fmt == "vidur-network":
+            return parse_vidur_network(path)
+        if fmt == "llmcompass-allreduce":
+            return parse_llmcompass_allreduce(path)
         if fmt == "aiconfigurator-gemm":
             groups = datasets.aiconfigurator_gemm(path)
         elif fmt == "aiconfigurator-attention":

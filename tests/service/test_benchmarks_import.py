@@ -63,6 +63,22 @@ def test_validation_tables() -> None:
         importer.parse("llmcompass", VALIDATION / "aiconfigurator-a100" / "gemm_perf.csv")
 
 
+def test_collective_tables() -> None:
+    nccl = importer.parse("aiconfigurator-nccl", VALIDATION / "aiconfigurator-a100" / "nccl_perf.csv")
+    assert len(nccl.results) == 504
+    # message_size counts elements: 256 half elements are 512 bytes (../shared/validation/README.md); 8.98e-3 ms.
+    assert nccl.results[0] == {
+        "op": {"kind": "collective", "collective": "all_gather", "bytes": 512, "devices": 2, "dtype": "fp16"},
+        "median_s": pytest.approx(8.98e-6),
+    }
+    ring = importer.parse(
+        "llmcompass-allreduce", VALIDATION / "llmcompass-a100" / "allreduce_A100x4_nvlink_transcribed.csv"
+    )
+    assert ring.results[0]["op"]["devices"] == 4 and ring.results[0]["median_s"] == pytest.approx(12.52e-6)
+    vidur = importer.parse("vidur-network", VALIDATION / "vidur" / "network" / "a100_dgx" / "all_reduce.csv")
+    assert vidur.results[0]["op"]["bytes"] == 2048 and vidur.results[0]["median_s"] == pytest.approx(0.043e-3)
+
+
 def test_import_command_posts_once(live_server: LiveServer, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'live.db'}"
     made = subprocess.run(
