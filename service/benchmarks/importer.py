@@ -146,10 +146,13 @@ def parse_aiconfigurator_nccl(path: Path) -> Parsed:
 
 def parse_vidur_network(path: Path) -> Parsed:
     """vidur's `network/<system>/{all_reduce,send_recv}.csv`: size in bytes (fp16), median in ms; rank 0's rows
-    (every rank times the same call)."""
+    (every rank times the same call), and only those within one node: a row with more workers than
+    `devices_per_node` spans nodes, which a collective op (devices on one profile's fabric) cannot describe."""
     results = []
     for row in datasets._dict_rows(path):
         if int(float(row.get("rank") or 0)) != 0:
+            continue
+        if int(float(row["num_workers"])) > int(float(row.get("devices_per_node") or row["num_workers"])):
             continue
         kind = row["collective"].strip()
         median = float(row[f"time_stats.{kind}.median"]) * 1e-3

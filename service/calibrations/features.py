@@ -21,8 +21,16 @@ UNCALIBRATED = frozenset({"chain"})  # no sizes of its own
 
 
 def group_of(doc: dict[str, Any]) -> str:
-    """`family/dtype`, e.g. `matmul/bf16`: each is fitted on its own."""
+    """`family/dtype`, e.g. `matmul/bf16`, each fitted on its own; a collective's family names the collective
+    (`collective.all_reduce/fp16`): an all-gather's cost is no guide to a send-receive's."""
+    if doc["kind"] == "collective":
+        return f"collective.{doc['collective']}/{doc.get('dtype', '')}"
     return f"{doc['kind']}/{doc.get('dtype', '')}"
+
+
+def op_kind(family: str) -> str:
+    """The op kind of a calibration family (`collective.all_reduce` → `collective`)."""
+    return family.split(".", 1)[0]
 
 
 def describe(docs: list[dict[str, Any]]) -> tuple[list[str], NDArray[np.float64], list[str]]:

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from roofline._calibration import Correction, Method, apply, fit
 from schemas.calibrations import CalibrationCreate, CalibrationGroup, CalibrationRead, ErrorStats
 from service.benchmarks.repository import RunFilters
-from service.calibrations.features import UNCALIBRATED, describe, group_of, variant_codes
+from service.calibrations.features import UNCALIBRATED, describe, group_of, op_kind, variant_codes
 from service.calibrations.repository import CalibrationRepository, ResultColumns
 from service.catalogue import service as catalogue
 from service.catalogue.service import HARDWARE
@@ -213,7 +213,7 @@ def create(session: Session, body: CalibrationCreate) -> CalibrationRead:
     row = Calibration(
         hardware=body.hardware,
         version=repo.next_version(body.hardware),
-        op_families=sorted({g.family for g in groups}),
+        op_families=sorted({op_kind(g.family) for g in groups}),
         request=body.model_dump(mode="json"),
         summary=summary,
         model=model,
