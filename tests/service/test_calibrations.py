@@ -181,3 +181,18 @@ def test_latest_is_per_op_family(client: TestClient, keys: dict[str, str]) -> No
     assert (run["calibrated"], run["calibration_id"]) == (2, newer["id"])
     stored = client.get(f"/v1/benchmarks/{run['id']}").json()["items"]
     assert [s["calibration_id"] for s in stored] == [older["id"], newer["id"]]
+
+
+def test_collectives_calibrate_per_collective(client: TestClient, keys: dict[str, str]) -> None:
+    """All-reduces on 8 A100s measured at 1.5x the model (which has no fixed-cost part for collectives)."""
+    sizes = [1 << p for p in range(10, 30)]
+    ops = [{"kind": "collective", "collective": "all_reduce", "bytes": b, "devices": 8, "dtype": "fp16"} for b in sizes]
+    first = upload(client, keys["upload"], run_body([{"op": op, "median_s": 1.0} for op in ops])).json()
+    predicted = [i["predicted_s"] for i in client.get(f"/v1/benchmarks/{first['id']}").json()["items"]]
+    planted_run = [{"op": op, "median_s": 1.5 * t} for op, t in zip(ops, predicted, strict=True)]
+    upload(client, keys["upload"], run_body(planted_run, software={"planted": "1"}))
+    # Only the second run is planted: calibrate on it alone.
+    cal = calibrate(client, keys["admin"], op_families=["collective"], software="planted").json()
+    (group,) = cal["groups"]
+    assert (group["family"], group["dtype"], cal["op_families"]) == ("collective.all_reduce", "fp16", ["collective"])
+    assert group["utilisation"][0] == pytest.approx(1.5, rel=1e-6) and group["after"]["p90_ape"] < 1e-6
