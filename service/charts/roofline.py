@@ -59,7 +59,9 @@ def render(roofs: Roofs, points: Points, fmt: str) -> bytes:
     """The chart as SVG or PNG bytes."""
     bw = roofs.bandwidth_bytes_per_s
     peaks: list[tuple[str, float, float]] = [("vector", roofs.vector_flops_per_s, roofs.eff_vector)]
-    if roofs.matrix_flops_per_s:
+    if roofs.matrix_flops_per_s and abs(roofs.matrix_flops_per_s / roofs.vector_flops_per_s - 1) < 0.01:
+        peaks = [("both", roofs.matrix_flops_per_s, roofs.eff_matrix)]  # a CPU: one roof, not two on top of each other
+    elif roofs.matrix_flops_per_s:
         peaks.insert(0, ("matrix", roofs.matrix_flops_per_s, roofs.eff_matrix))
     top = max(peak for _, peak, _ in peaks)
     ridges = [peak / bw for _, peak, _ in peaks]
@@ -87,7 +89,11 @@ def render(roofs: Roofs, points: Points, fmt: str) -> bytes:
     x = np.geomspace(x_lo, x_hi, 400)
     ax.plot(x, np.minimum(bw * x, top), color="#222222", linewidth=0, alpha=0)  # keeps autoscale honest
     ax.plot(x, bw * x, color="#444444", linewidth=1.0, linestyle=":", alpha=0.6)
-    styles = {"matrix": ("#B2182B", "Matrix unit"), "vector": ("#2166AC", "Vector unit")}
+    styles = {
+        "matrix": ("#B2182B", "Matrix unit"),
+        "vector": ("#2166AC", "Vector unit"),
+        "both": ("#B2182B", "Matrix and vector units"),
+    }
     for unit, peak, eff in peaks:
         colour, label = styles[unit]
         ridge = peak / bw
