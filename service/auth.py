@@ -18,14 +18,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from service.deps import SessionDep, SettingsDep, _session
+from service.deps import SessionDep, SettingsDep
 from service.errors import ERROR_RESPONSES, NotFound, RidgelineError
 from service.orm import ApiKey
 
-# The unit of work of the write endpoints, committed *before* the response is sent: FastAPI ends a `yield`
-# dependency after the response unless it has scope="function" (`service.deps.SessionDep` has not), so a client
-# could read a 201 for an upload whose commit then failed, or count rows before they are there.
-WriteSessionDep = Annotated[Session, Depends(_session, scope="function")]
+# The unit of work of the write endpoints: `SessionDep`, which commits before the response is sent.
+WriteSessionDep = SessionDep
 
 
 class Scope(StrEnum):

@@ -21,7 +21,9 @@ def _settings(request: Request) -> Settings:
     return settings
 
 
-SessionDep = Annotated[Session, Depends(_session)]
+# One unit of work per request, committed *before* the response is sent: FastAPI ends a `yield` dependency after
+# the response unless it has scope="function", so a client could read a 201 whose commit then failed (or was killed).
+SessionDep = Annotated[Session, Depends(_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 
 
