@@ -60,12 +60,12 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60)
     raise SystemExit("ridgeline serve did not become healthy in time")
 
 
-def route_seconds(client: httpx.Client) -> tuple[float, float]:
-    """(sum, count) of the server's latency histogram for the sweep route."""
+def route_seconds(client: httpx.Client, route: str = ROUTE) -> tuple[float, float]:
+    """(sum, count) of the server's latency histogram for `route`."""
     text = client.get("/metrics").text
     found = {}
     for stat in ("sum", "count"):
-        pattern = rf'^ridgeline_http_request_duration_seconds_{stat}\{{[^}}]*route="{re.escape(ROUTE)}"[^}}]*\}} (\S+)$'
+        pattern = rf'^ridgeline_http_request_duration_seconds_{stat}\{{[^}}]*route="{re.escape(route)}"[^}}]*\}} (\S+)$'
         match = re.search(pattern, text, re.MULTILINE)
         found[stat] = float(match.group(1)) if match else 0.0
     return found["sum"], found["count"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import tempfile
@@ -31,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from bench.estimate_sweep import free_port, percentile, ridgeline_command, wait_healthy
+from bench.estimate_sweep import free_port, percentile, ridgeline_command, route_seconds, wait_healthy
 
 CASES: dict[str, tuple[str, dict[str, Any], float]] = {
     "decode-128k": (
@@ -85,17 +84,6 @@ CASES: dict[str, tuple[str, dict[str, Any], float]] = {
         2.0,
     ),
 }
-
-
-def route_seconds(client: httpx.Client, route: str) -> tuple[float, float]:
-    """(sum, count) of the server's latency histogram for `route`."""
-    text = client.get("/metrics").text
-    found = {}
-    for stat in ("sum", "count"):
-        pattern = rf'^ridgeline_http_request_duration_seconds_{stat}\{{[^}}]*route="{re.escape(route)}"[^}}]*\}} (\S+)$'
-        match = re.search(pattern, text, re.MULTILINE)
-        found[stat] = float(match.group(1)) if match else 0.0
-    return found["sum"], found["count"]
 
 
 def run_case(client: httpx.Client, name: str, repeat: int, warmup: int) -> None:

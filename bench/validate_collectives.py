@@ -58,6 +58,7 @@ import numpy as np
 import roofline
 from hardware_db import load_hardware
 from schemas.hardware import HardwareCreate
+from service.benchmarks.datasets import MissingData
 from service.collectives.service import device_topology
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,10 +80,6 @@ FILES = (
     "llmcompass-a100/allreduce_A100x4_nvlink_transcribed.csv",
     "tpu7x/tpu7x_all_gather_transcribed.csv",
 )
-
-
-class MissingData(RuntimeError):
-    pass
 
 
 def data_dir(path: Path | None = None) -> Path:

@@ -12,13 +12,13 @@ Without the data the test skips, except under CI (CI=true), where missing data i
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench import validate
+from tests.roofline.validation_data import require
 
 # (source, family): (median, p90 or None) of |predicted / measured − 1|. Measured when set, and the target:
 BOUNDS: dict[tuple[str, str], tuple[float, float | None]] = {
@@ -39,18 +39,9 @@ FAMILIES = {
 }
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
 @pytest.fixture(scope="module")
 def data() -> Path:
-    try:
-        return validate.data_dir()
-    except validate.MissingData as err:
-        if _in_ci():
-            pytest.fail(f"{err}: CI must run the accuracy check", pytrace=False)
-        pytest.skip(f"{err}; the accuracy check needs it (under CI=true this is a failure)")
+    return require(validate.data_dir, "accuracy check")
 
 
 @pytest.fixture(scope="module")

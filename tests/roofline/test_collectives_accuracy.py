@@ -12,13 +12,13 @@ Without the data the test skips, except under CI (CI=true), where missing data i
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench import validate_collectives as validate
+from tests.roofline.validation_data import require
 
 # dataset: (median, p90) of |predicted / measured − 1| over messages ≥ 1 MiB, reached with the shipped defaults.
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -41,18 +41,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
 FLOORS = ("aiconfigurator-nccl", "aiconfigurator-custom", "llmcompass", "vidur-a100_pairwise_nvlink", "vidur-a100_dgx")
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
 @pytest.fixture(scope="module")
 def data() -> Path:
-    try:
-        return validate.data_dir()
-    except validate.MissingData as err:
-        if _in_ci():
-            pytest.fail(f"{err}: CI must run the accuracy check", pytrace=False)
-        pytest.skip(f"{err}; the accuracy check needs it (under CI=true this is a failure)")
+    return require(validate.data_dir, "collective accuracy check")
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ their measured error (so they cannot quietly get worse either). Without the data
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench import validate_inference
-from service.benchmarks.datasets import MissingData, data_dir
+from service.benchmarks.datasets import data_dir
+from tests.roofline.validation_data import require
 
 # (phase, op): the largest |predicted / measured − 1| allowed; measured 2026-11-22 with shipped defaults.
 BOUNDS: dict[tuple[str, str], float] = {
@@ -52,18 +52,9 @@ MISSES: dict[tuple[str, str], float] = {
 LAYER: dict[str, float] = {"prefill": 0.06, "decode": 0.19}  # +3.9 %, −17.2 %
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
 @pytest.fixture(scope="module")
 def data() -> Path:
-    try:
-        return data_dir()
-    except MissingData as err:
-        if _in_ci():
-            pytest.fail(f"{err}: CI must run the inference accuracy check", pytrace=False)
-        pytest.skip(f"{err}; the inference accuracy check needs it (under CI=true this is a failure)")
+    return require(data_dir, "inference accuracy check")
 
 
 @pytest.fixture(scope="module")
