@@ -8,9 +8,13 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hardware_db import CatalogueError, load_hardware, load_models
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    import uvicorn
 
 log = logging.getLogger("ridgeline")
 
@@ -50,7 +54,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ridgeline-metrics-")
     print(f"Ridgeline listening on http://{args.host}:{args.port} (docs at /docs)", flush=True)
-    uvicorn.run(
+    config = uvicorn.Config(
         "service.app:create_app",
         factory=True,
         host=args.host,
@@ -60,7 +64,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=args.graceful_shutdown_s,
         proxy_headers=True,
     )
+    _run_uvicorn(config)
     return 0
+
+
+def _run_uvicorn(config: uvicorn.Config) -> None:
+    """`uvicorn.run`, with TCP_NODELAY on the listening socket that several workers share.
+
+    asyncio sets TCP_NODELAY only on sockets whose `proto` is IPPROTO_TCP; the socket uvicorn binds for its worker
+    processes is made with proto 0, so with --workers > 1 every response (head and body are two writes) waited for the
+    client's delayed ACK: ~40 ms per request, 160 requests/s for a constant (bench/throughput.py). Linux copies the
+    option from the listening socket to every accepted one.
+    """
+    import socket
+
+    from uvicorn import Server
+    from uvicorn.supervisors import Multiprocess
+
+    if config.workers <= 1:
+        Server(config).run()
+        return
+    sock = config.bind_socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    Multiprocess(config, sockets=[sock]).run()
 
 
 def cmd_db(args: argparse.Namespace) -> int:

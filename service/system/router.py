@@ -41,6 +41,21 @@ LATENCY = Histogram(
 )
 
 
+class Pong(BaseModel):
+    pong: bool
+
+
+# A constant, not touching the database: the baseline bench/throughput.py measures the estimates against (the cost of
+# HTTP, routing and the middleware alone).
+PONG = Pong(pong=True)
+
+
+@router.get("/v1/system/ping")
+async def ping() -> Pong:
+    """A constant answer: the framework's own cost per request (the baseline of bench/throughput.py)."""
+    return PONG
+
+
 class CatalogueCounts(BaseModel):
     hardware: int
     models: int

@@ -1,0 +1,193 @@
+"""Throughput and latency of the estimate endpoints against a constant endpoint of the same app, in one run.
+
+    .venv/bin/python -m bench.throughput [--rounds 5] [--duration 5] [--connections 8] [--workers 2]
+
+Starts `ridgeline serve --workers 2` (access log and metrics on, as shipped) on SQLite in a temporary directory, waits
+for /healthz, and drives it with `wrk` (a C client: a Python client on the same 2 cores would spend more CPU than the
+server's routing and be what is measured; Debian: `apt-get install wrk`). Every endpoint gets the same client and
+settings (one client thread, `--connections` keep-alive connections, `--duration` seconds), after one untimed warm-up
+run each; the endpoints are interleaved within each round (the order rotates from round to round), so a machine that
+gets busier or quieter during the run moves every endpoint alike. Printed per endpoint, as the median over rounds:
+requests/s, p50 and p99 latency (wrk's, request sent to response received), and the op/trivial throughput ratio
+(median of the per-round ratios).
+
+    trivial      GET  /v1/system/ping          a constant (async; no database): HTTP, routing and middleware alone
+    op           POST /v1/estimate/op          a 4096³ bf16 matmul on a100-sxm-80gb
+    inference    POST /v1/estimate/inference   Llama 3 8B on one H100: batch 8, 1024 + 128 tokens
+    collective   POST /v1/estimate/collective  all_reduce of 16 MB on 8 A100s (the profile's NVSwitch)
+
+Target (issue 8): op / trivial ≥ 0.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.estimate_sweep import free_port, ridgeline_command, wait_healthy
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    method: str
+    path: str
+    body: dict[str, Any] | None = None
+
+
+ENDPOINTS = (
+    Endpoint("trivial", "GET", "/v1/system/ping"),
+    Endpoint(
+        "op",
+        "POST",
+        "/v1/estimate/op",
+        {"hardware": "a100-sxm-80gb", "op": {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}},
+    ),
+    Endpoint(
+        "inference",
+        "POST",
+        "/v1/estimate/inference",
+        {
+            "model": "llama-3-8b",
+            "hardware": "h100-sxm",
+            "devices": 1,
+            "workload": {"batch": 8, "prompt_tokens": 1024, "output_tokens": 128},
+        },
+    ),
+    Endpoint(
+        "collective",
+        "POST",
+        "/v1/estimate/collective",
+        {"op": "all_reduce", "bytes": 16e6, "hardware": "a100-sxm-80gb", "devices": 8},
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    requests_per_s: float
+    p50_s: float
+    p99_s: float
+
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
+
+
+def _seconds(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
+    if not match:
+        raise ValueError(f"unexpected wrk latency {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse_wrk(output: str) -> Sample:
+    """Requests/s and the 50th and 99th latency percentiles from `wrk --latency` output; refuses errors."""
+    if "Non-2xx or 3xx responses" in output or re.search(r"Socket errors: .*(read|write|timeout) [1-9]", output):
+        raise SystemExit(f"wrk saw failed requests:\n{output}")
+    rps = re.search(r"^Requests/sec:\s+([\d.]+)", output, re.MULTILINE)
+    p50 = re.search(r"^\s+50%\s+(\S+)", output, re.MULTILINE)
+    p99 = re.search(r"^\s+99%\s+(\S+)", output, re.MULTILINE)
+    if not (rps and p50 and p99):
+        raise SystemExit(f"cannot read wrk's output:\n{output}")
+    return Sample(float(rps.group(1)), _seconds(p50.group(1)), _seconds(p99.group(1)))
+
+
+def lua_script(endpoint: Endpoint, directory: Path) -> Path:
+    """wrk's request: method, JSON body and content type."""
+    path = directory / f"{endpoint.name}.lua"
+    lines = [f'wrk.method = "{endpoint.method}"']
+    if endpoint.body is not None:
+        lines += [
+            'wrk.headers["Content-Type"] = "application/json"',
+            f"wrk.body = {json.dumps(json.dumps(endpoint.body))}",  # a Lua string literal of the JSON text
+        ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_wrk(url: str, endpoint: Endpoint, script: Path, duration_s: int, connections: int) -> Sample:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{duration_s}s", "--latency", "-s", str(script)]
+    command.append(url + endpoint.path)
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return parse_wrk(done.stdout)
+
+
+def check_answers(url: str) -> None:
+    """Each endpoint answers 200 before anything is timed (a fast 4xx would flatter the figures)."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for endpoint in ENDPOINTS:
+            response = client.request(endpoint.method, endpoint.path, json=endpoint.body)
+            if response.status_code != 200:
+                raise SystemExit(f"{endpoint.name}: {response.status_code} {response.text}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--duration", type=int, default=5, help="seconds per endpoint per round")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2, help="server worker processes")
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench.throughput needs wrk (Debian: apt-get install wrk)")
+
+    results: dict[str, list[Sample]] = {e.name: [] for e in ENDPOINTS}
+    ratios: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="ridgeline-bench-") as tmp:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        command = [
+            *ridgeline_command(), "serve", "--port", str(port), "--workers", str(args.workers),
+            "--database-url", f"sqlite:///{tmp}/bench.db",
+        ]  # fmt: skip
+        log = Path(tmp) / "server.log"
+        with log.open("w") as log_file:
+            proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ})
+            try:
+                wait_healthy(url, proc)
+                check_answers(url)
+                scripts = {e.name: lua_script(e, Path(tmp)) for e in ENDPOINTS}
+                for endpoint in ENDPOINTS:  # warm-up: imports, caches, connection pools of both workers
+                    run_wrk(url, endpoint, scripts[endpoint.name], 2, args.connections)
+                for index in range(args.rounds):
+                    order = ENDPOINTS[index % len(ENDPOINTS) :] + ENDPOINTS[: index % len(ENDPOINTS)]
+                    round_samples = {}
+                    for endpoint in order:
+                        sample = run_wrk(url, endpoint, scripts[endpoint.name], args.duration, args.connections)
+                        round_samples[endpoint.name] = sample
+                        results[endpoint.name].append(sample)
+                    ratios.append(round_samples["op"].requests_per_s / round_samples["trivial"].requests_per_s)
+                    line = ", ".join(f"{name} {s.requests_per_s:.0f}/s" for name, s in round_samples.items())
+                    print(f"round {index + 1}: {line}", flush=True)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+
+    print(
+        f"\n{args.workers} worker processes, wrk 1 thread × {args.connections} connections, "
+        f"{args.duration} s per endpoint per round, median of {args.rounds} rounds:"
+    )
+    print(f"{'endpoint':<12} {'requests/s':>11} {'p50 ms':>8} {'p99 ms':>8}")
+    for name, samples in results.items():
+        rps = statistics.median(s.requests_per_s for s in samples)
+        p50 = statistics.median(s.p50_s for s in samples) * 1e3
+        p99 = statistics.median(s.p99_s for s in samples) * 1e3
+        print(f"{name:<12} {rps:>11.0f} {p50:>8.2f} {p99:>8.2f}")
+    ratio = statistics.median(ratios)
+    print(f"op / trivial throughput: {ratio:.2f} (rounds: {', '.join(f'{r:.2f}' for r in ratios)}; target ≥ 0.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
