@@ -14,8 +14,15 @@ Sources cited in the formulas:
 - THAKUR: Thakur, Rabenseifner, Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005.
 - SB-GPU: scaling-book, "How to Think About GPUs" (NVSwitch collectives, SHARP all-reduce T = V / W).
 - NCCL: NVIDIA NCCL's protocols (LL: a 4-byte flag in every 8-byte store, so half the bytes are payload; Simple: full
-  payload, a memory fence and a flag per step) and its tuning model (src/graph/tuning.cc), whose per-step latencies
-  put Simple 2.8 µs above LL on an NVLink ring step (3.4 vs 0.6 µs) and 11.3 µs above on a network step (14 vs 2.7).
+  payload, a memory fence and a flag per step) and its tuning model (src/graph/tuning.cc). Its per-step latencies
+  (`hwLat`, µs, LL/LL128/Simple) put Simple 2.8 µs above LL on an NVLink ring step (3.4 vs 0.6) and 11.3 µs above on
+  a network step (14.0 vs 2.7). Checked against NCCL 2.27.3 (the version of aiconfigurator's A100 tables): the
+  read-only data of `libnccl.so.2` in the nvidia-nccl-cu12 2.27.3 wheel holds hwLat[NVLink][Ring] = {0.6, 1.9, 3.4},
+  hwLat[PCI][Ring] = {1.0, 2.5, 5.7}, hwLat[Net][Ring] = {2.7, 4.0, 14.0}, baseLat[Ring] = {6.6, 14.0, 8.4},
+  Ampere llMaxBw = {87.7, 22.5, 19.0} GB/s and 20 GB/s per channel for LL128 rings (float tables found by value in
+  the binary, laid out [hardware][algorithm][protocol] as in the source; the source file itself was not at hand).
+  NCCL's model gives a ring on one NVSwitch node the same bus bandwidth (channels × per-channel bandwidth) whatever
+  the number of GPUs.
 """
 
 from __future__ import annotations
@@ -49,9 +56,11 @@ def bus_factor(op: str, n: int) -> float:
 
 # A GPU collective library call (NCCL/RCCL): kernel launch, argument set-up and the first handshake. llm-analysis
 # floors every intra-node collective at 8 µs (`intra_node_min_message_latency`, gpu_configs/*.json); nccl-tests
-# on A100 nodes bottom out at 9-10 µs for one step (aiconfigurator's A100 tables).
+# on A100 nodes bottom out at 9-10 µs for one step (aiconfigurator's A100 tables). NCCL's own model puts 6.6 µs
+# (LL) and 8.4 µs (Simple) of base latency on a ring (baseLat, above); 8 µs stands for both.
 GPU_LIBRARY_LAUNCH_S = 8e-6
-# Extra per-step latency of the full-bandwidth ("Simple") protocol over the low-latency one (NCCL, above).
+# Extra per-step latency of the full-bandwidth ("Simple") protocol over the low-latency one (NCCL's hwLat, above:
+# 3.4 − 0.6 µs per NVLink ring step, 14.0 − 2.7 µs per network step).
 SIMPLE_SYNC_SCALE_UP_S = 2.8e-6
 SIMPLE_SYNC_SCALE_OUT_S = 11.3e-6
 LL_PAYLOAD = 0.5  # NCCL LL: 4 bytes of data and a 4-byte flag in each 8-byte store
@@ -574,8 +583,20 @@ def _candidates(op: str, algorithm: str, v: Array, topo: Topology) -> list[Candi
     return out
 
 
-def _algorithms_for(topo: Topology) -> tuple[str, ...]:
+# What a GPU collective library runs on one switched node (NCCL 2.27.3's algorithms: Tree, Ring, CollNetDirect,
+# CollNetChain, NVLS, NVLSTree, PAT). Inside one node NCCL's tree is a chain (no fewer steps than the ring), PAT
+# serves one GPU per node, and all-to-all and send/recv are grouped point-to-point transfers: so `auto` picks among
+# ring, NVLS (in_switch, where the switch reduces) and point-to-point ("direct") for all_to_all and send_recv. The
+# one-shot/two-shot kernels of TensorRT-LLM and vLLM ("direct" all-reduce), trees and halving-doubling stay
+# available by name.
+_LIBRARY_AUTO = ("ring", "in_switch")
+_POINT_TO_POINT = ("all_to_all", "send_recv")
+
+
+def _algorithms_for(topo: Topology, op: str | None = None) -> tuple[str, ...]:
     if isinstance(topo, Switch):
+        if op is not None and topo.link.timing == "nccl_protocols":
+            return ("direct",) if op in _POINT_TO_POINT else _LIBRARY_AUTO
         return ("ring", "direct", "tree", "halving_doubling", "in_switch")
     if isinstance(topo, Hierarchical):
         return ("hierarchical", "ring")
@@ -588,7 +609,9 @@ def collective(
     """Time of collective `op` on `bytes_` (nccl-tests convention, see the module docstring) over `topology`.
 
     `bytes_` is a number or an array of any shape (all results take its shape). `algorithm` is one of
-    ring, tree, halving_doubling, direct, hierarchical, in_switch, or auto (the fastest that applies, per size).
+    ring, tree, halving_doubling, direct, hierarchical, in_switch, or auto: the fastest that applies, per size, of
+    those the fabric runs (on a switch costed as a GPU collective library, NCCL's: ring, in-switch reduction where
+    the switch reduces, point-to-point for all_to_all and send_recv).
     Raises ValueError naming the problem for an unknown op or algorithm, an algorithm the topology cannot run
     (halving-doubling on a non-power of two, in-switch reduction without it), or non-positive bytes.
     """
@@ -599,7 +622,7 @@ def collective(
     v = np.asarray(bytes_, dtype=np.float64)
     if not np.all(np.isfinite(v)) or np.any(v <= 0):
         raise ValueError("bytes must be positive and finite")
-    names = _algorithms_for(topology) if algorithm == "auto" else (algorithm,)
+    names = _algorithms_for(topology, op) if algorithm == "auto" else (algorithm,)
     candidates = [c for name in names for c in _candidates(op, name, v, topology)]
     if not candidates:
         raise ValueError(_why_not(op, algorithm, topology))

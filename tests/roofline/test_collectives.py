@@ -260,3 +260,18 @@ def test_with_link_changes_every_level() -> None:
     changed = rl.with_link(two, efficiency=0.5)
     assert isinstance(changed, rl.Hierarchical)
     assert changed.inner.link.efficiency == changed.outer.link.efficiency == 0.5
+
+
+def test_auto_on_a_library_fabric_weighs_only_what_nccl_runs() -> None:
+    # NCCL (2.27.3's algorithms: Tree, Ring, CollNet, NVLS, NVLSTree, PAT) has no one-shot all-reduce: on one node
+    # without NVLS a 196 608-byte all-reduce over 4 GPUs is the ring's 6 LL steps, not TensorRT-LLM's one shot.
+    link = rl.Link(300e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6)
+    node = rl.Switch(4, link)
+    v = 196_608.0
+    auto = rl.collective("all_reduce", v, node)
+    assert str(auto.algorithm) == "ring" and str(auto.protocol) == "ll"
+    assert one(auto.time_s) == pytest.approx(8e-6 + 6e-6 + 2 * 3 / 4 * v / 150e9)  # LL: half the bytes are payload
+    assert one(rl.collective("all_reduce", v, node, "direct").time_s) < one(auto.time_s)  # still there by name
+    assert str(rl.collective("all_to_all", v, node).algorithm) == "direct"  # grouped point-to-point
+    nvls = rl.Switch(4, rl.Link(300e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", in_switch_reduction=True))
+    assert str(rl.collective("all_reduce", 1e9, nvls).algorithm) == "in_switch"
