@@ -21,9 +21,11 @@ from service.hardware.router import router as hardware_router
 from service.inference.router import router as inference_router
 from service.models.router import router as models_router
 from service.plan.router import router as plan_router
+from service.ratelimit import RateLimits
 from service.settings import Settings
 from service.system.router import install_metrics_middleware
 from service.system.router import router as system_router
+from service.timeouts import install_timeouts
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -56,8 +58,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
+    app.state.rate_limits = RateLimits.from_settings(settings)  # configuration only: the counts are in the database
 
     install_error_handlers(app)
+    # Added before the metrics middleware, so it runs inside it: a timed-out request is counted as a 503.
+    install_timeouts(app, settings.request_timeout_s, settings.upload_timeout_s)
     install_metrics_middleware(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     for router in (

@@ -9,6 +9,12 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.settings import normalise_database_url
+from service.timeouts import Deadline
+
+# Seconds. A connect to a live PostgreSQL on a LAN takes milliseconds; 5 s rides out a slow network, not an outage.
+CONNECT_TIMEOUT_S = 5
+# Seconds a request waits for a pooled connection before a 503 (SQLAlchemy's default is 30).
+POOL_TIMEOUT_S = 10
 
 
 def make_engine(url: str, *, pool_size: int = 5, **kwargs: Any) -> Engine:
@@ -26,19 +32,32 @@ def make_engine(url: str, *, pool_size: int = 5, **kwargs: Any) -> Engine:
             cursor.close()
 
         return engine
-    # pool_pre_ping: a PostgreSQL restart must not leave dead connections in the pool.
-    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size * 2, **kwargs)
+    # pool_pre_ping: a PostgreSQL restart must not leave dead connections in the pool. connect_timeout: while the
+    # database is unreachable a request fails fast (503) instead of hanging on a TCP connect (libpq waits forever).
+    connect_args = {"connect_timeout": CONNECT_TIMEOUT_S, **kwargs.pop("connect_args", {})}
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=pool_size,
+        max_overflow=pool_size * 2,
+        pool_timeout=POOL_TIMEOUT_S,
+        connect_args=connect_args,
+        **kwargs,
+    )
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
 
 
-def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """Yield a session; commit when the request succeeded, roll back when it raised."""
+def unit_of_work(factory: sessionmaker[Session], deadline: Deadline | None = None) -> Iterator[Session]:
+    """Yield a session; commit when the request succeeded, roll back when it raised. With a request's deadline,
+    commit only if the request has not been answered "timed out" (service.timeouts says why)."""
     session = factory()
     try:
         yield session
+        if deadline is not None:
+            deadline.begin_commit()
         session.commit()
     except BaseException:
         session.rollback()

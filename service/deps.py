@@ -10,10 +10,11 @@ from sqlalchemy.orm import Session
 
 from service.db import unit_of_work
 from service.settings import Settings
+from service.timeouts import current_deadline
 
 
 def _session(request: Request) -> Iterator[Session]:
-    yield from unit_of_work(request.app.state.sessionmaker)
+    yield from unit_of_work(request.app.state.sessionmaker, current_deadline(request.scope))
 
 
 def _settings(request: Request) -> Settings:

@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schemas.common import ErrorDetail, ErrorEnvelope
@@ -22,10 +23,13 @@ class RidgelineError(Exception):
     status_code = 400
     code = "bad_request"
 
-    def __init__(self, message: str, detail: list[ErrorDetail] | None = None) -> None:
+    def __init__(
+        self, message: str, detail: list[ErrorDetail] | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.detail = detail or []
+        self.headers = headers or {}  # e.g. Retry-After on a 429 or 503
 
 
 class NotFound(RidgelineError):
@@ -53,6 +57,28 @@ class ServiceUnavailable(RidgelineError):
     code = "unavailable"
 
 
+class TooManyRequests(RidgelineError):
+    """A rate limit was reached; `Retry-After` says when the same request will be accepted."""
+
+    status_code = 429
+    code = "too_many_requests"
+
+
+# How long a client should wait when the database is unreachable: long enough that a restarting PostgreSQL (a few
+# seconds) is not hammered, short enough that service resumes promptly. Clients add their own back-off.
+DATABASE_RETRY_AFTER_S = 2
+
+
+def database_unavailable(exc: Exception) -> bool:
+    """An error that says the database cannot be reached or the connection died (PostgreSQL restarting, network,
+    pool exhausted, SQLite busy beyond its timeout), as opposed to a bug in a query: those stay 500s."""
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(
+        exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.DisconnectionError | sa_exc.TimeoutError
+    )
+
+
 def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(p) for p in loc)
 
@@ -75,9 +101,15 @@ def validation_message(detail: list[ErrorDetail]) -> str:
     return "Invalid request: " + "; ".join(parts) + more
 
 
-def envelope(status: int, code: str, message: str, detail: list[ErrorDetail] | None = None) -> JSONResponse:
+def envelope(
+    status: int,
+    code: str,
+    message: str,
+    detail: list[ErrorDetail] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     body = ErrorEnvelope(error=code, message=message, detail=detail or [])
-    return JSONResponse(status_code=status, content=body.model_dump(mode="json"))
+    return JSONResponse(status_code=status, content=body.model_dump(mode="json"), headers=headers)
 
 
 _HTTP_CODES = {
@@ -97,7 +129,7 @@ _HTTP_CODES = {
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RidgelineError)
     async def _ridgeline(_: Request, exc: RidgelineError) -> JSONResponse:
-        return envelope(exc.status_code, exc.code, exc.message, exc.detail)
+        return envelope(exc.status_code, exc.code, exc.message, exc.detail, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _request_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -114,6 +146,20 @@ def install_error_handlers(app: FastAPI) -> None:
         code = _HTTP_CODES.get(exc.status_code, "error")
         return envelope(exc.status_code, code, str(exc.detail))
 
+    @app.exception_handler(sa_exc.SQLAlchemyError)
+    async def _database(request: Request, exc: sa_exc.SQLAlchemyError) -> JSONResponse:
+        # Handled here (not in the catch-all below, which Starlette runs outside every middleware and re-raises), so
+        # the metrics middleware counts a 503 rather than a 500.
+        if not database_unavailable(exc):
+            raise exc
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return envelope(
+            503,
+            ServiceUnavailable.code,
+            f"The database is unreachable ({type(exc).__name__}); retry shortly.",
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        )
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
@@ -126,4 +172,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorEnvelope, "description": "Not found"},
     422: {"model": ErrorEnvelope, "description": "Validation error; `detail[].field` names the offending field"},
     500: {"model": ErrorEnvelope, "description": "Internal error"},
+    503: {
+        "model": ErrorEnvelope,
+        "description": "The database is unreachable (`Retry-After` says when to retry), or the request ran past "
+        "its time limit (`error`: `timeout`) and nothing it would have written was stored",
+        "headers": {"Retry-After": {"description": "Seconds to wait before retrying", "schema": {"type": "integer"}}},
+    },
 }

@@ -149,3 +149,14 @@ class Calibration(Base):
     summary: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # counts and error before/after, per family
     model: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # the fitted parameters and neighbour points
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class RateLimitWindow(Base):
+    """What one API key spent in one rate-limit window: the counters every replica increments (service.ratelimit)."""
+
+    __tablename__ = "rate_limit_windows"
+
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), primary_key=True)
+    window_start: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # Unix seconds, a multiple of the window
+    requests: Mapped[int] = mapped_column(Integer)
+    results: Mapped[int] = mapped_column(BigInteger)

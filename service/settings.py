@@ -20,6 +20,22 @@ class Settings(BaseSettings):
     log_level: str = "info"
     # Benchmark, accuracy, roofline and calibration reads need an API key (any scope) when set.
     read_requires_key: bool = False
+    # Time limits (service.timeouts): a request not answered within its limit gets 503 `timeout` and stores nothing.
+    # The slowest reads measured (a 576-configuration plan, a 10 000-point list of ops) take ~0.5-1 s on a 2-core
+    # machine: 30 s is headroom for a loaded host, not a budget. Uploads get longer: a 10 000-result body (~3 MB)
+    # must also arrive over the worker's network, and storing it takes ~0.4 s (README, "Ingestion"); 50 s stays under
+    # the worker's own 60 s timeout, so a worker hears the 503 rather than giving up on a request still running.
+    request_timeout_s: float = Field(default=30.0, gt=0)
+    upload_timeout_s: float = Field(default=50.0, gt=0)
+
+    # Upload rate limits per API key (service.ratelimit; counted in the database so every replica shares them; 0 turns
+    # one off). Results: 600 000 per minute is 10 000/s, about half of what one service process stores (20-30 000/s,
+    # README "Ingestion"), so one key cannot starve the others, while `bench.calibrate --all` (105 515 results) and a
+    # GPU worker (a few results per second) never meet it. Requests: 600 per minute (10/s) is far above a worker's
+    # batch rate (one batch of 200 results per tens of seconds) and bounds a client stuck in a loop of tiny uploads.
+    upload_results_per_window: int = Field(default=600_000, ge=0)
+    upload_requests_per_window: int = Field(default=600, ge=0)
+    rate_limit_window_s: int = Field(default=60, gt=0)
 
 
 def normalise_database_url(url: str) -> str:

@@ -72,16 +72,21 @@ class RetryPolicy:
 
     Exponential back-off with "equal jitter" (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015): the
     random half spreads workers that failed together, the fixed half keeps a floor under the wait.
+
+    A `Retry-After` from the service (429 rate limit, 503) is waited out in full when it is longer than the back-off,
+    up to `retry_after_max_s`: the service's rate-limit windows are 60 s by default, so its longest answer is about two
+    windows (120 s); a retry sent earlier would only be refused again.
     """
 
     attempts: int = 5
     base_s: float = 0.5
     max_s: float = 30.0
+    retry_after_max_s: float = 120.0
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ValueError("attempts must be at least 1")
-        if self.base_s < 0 or self.max_s < 0:
+        if self.base_s < 0 or self.max_s < 0 or self.retry_after_max_s < 0:
             raise ValueError("back-off times must not be negative")
 
     def delay_s(self, retry: int, rng: random.Random) -> float:
@@ -188,7 +193,7 @@ class RidgelineClient:
                     break
             if attempt < self.retry.attempts - 1:
                 backoff = self.retry.delay_s(attempt, self._rng)
-                self._sleep(min(self.retry.max_s, max(backoff, wait or 0.0)))
+                self._sleep(max(backoff, min(self.retry.retry_after_max_s, wait or 0.0)))
         raise ServiceUnavailable(
             f"{method} {self.base_url}{path} failed after {self.retry.attempts} tries: {last_error}"
         )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
 
 from schemas.benchmarks import (
     BenchmarkRunCreate,
@@ -22,6 +22,7 @@ from service.benchmarks.repository import RunFilters
 from service.deps import PagingDep, SessionDep
 from service.errors import ERROR_RESPONSES
 from service.examples import BENCHMARK_RUN_EXAMPLES
+from service.ratelimit import RateLimits
 
 router = APIRouter(prefix="/v1/benchmarks", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
 
@@ -50,21 +51,37 @@ def _gc_paused() -> Iterator[None]:
         yield
 
 
+def _rate_limits(request: Request) -> RateLimits:
+    limits: RateLimits = request.app.state.rate_limits
+    return limits
+
+
+RATE_LIMITED: dict[int | str, dict[str, Any]] = {
+    429: ERROR_RESPONSES[400]
+    | {
+        "description": "This key's upload rate limit (uploads or results per window, shared by every replica) is "
+        "reached; `Retry-After` says when the same upload will be accepted. Nothing was stored or counted.",
+        "headers": {"Retry-After": {"description": "Seconds to wait before retrying", "schema": {"type": "integer"}}},
+    }
+}
+
+
 @router.post(
     "",
     status_code=201,
     dependencies=[Depends(_gc_paused, scope="function")],
-    responses={409: ERROR_RESPONSES[400] | {"description": "Idempotency-Key reused with another body"}},
+    responses={409: ERROR_RESPONSES[400] | {"description": "Idempotency-Key reused with another body"}, **RATE_LIMITED},
 )
 def upload_run(
     session: WriteSessionDep,
     principal: UploaderDep,
+    limits: Annotated[RateLimits, Depends(_rate_limits)],
     response: Response,
     body: Annotated[BenchmarkRunCreate, Body(openapi_examples=BENCHMARK_RUN_EXAMPLES)],
     idempotency_key: IdempotencyKey = None,
 ) -> BenchmarkRunCreated:
     """Upload a run of measured timings (needs an upload key); each result is stored with its prediction."""
-    result, replayed = service.create_run(session, body, principal, idempotency_key)
+    result, replayed = service.create_run(session, body, principal, idempotency_key, limits)
     if replayed:
         response.headers["Idempotent-Replayed"] = "true"
     return result

@@ -29,6 +29,7 @@ from schemas.benchmarks import (
 )
 from schemas.common import ErrorDetail
 from schemas.ops import Chain
+from service import ratelimit
 from service.auth import Principal
 from service.benchmarks import devices
 from service.benchmarks.predict import core_hardware, predict
@@ -38,6 +39,7 @@ from service.catalogue import service as catalogue
 from service.catalogue.service import HARDWARE
 from service.errors import Conflict, NotFound, Unprocessable, validation_message
 from service.orm import BenchmarkResult, BenchmarkRun, utcnow
+from service.ratelimit import RateLimits
 
 _OPS: TypeAdapter[list[ResultOp]] = TypeAdapter(list[ResultOp])
 
@@ -145,16 +147,25 @@ def cyclic_gc_paused() -> Iterator[None]:
 
 
 def create_run(
-    session: Session, body: BenchmarkRunCreate, principal: Principal, idempotency_key: str | None
+    session: Session,
+    body: BenchmarkRunCreate,
+    principal: Principal,
+    idempotency_key: str | None,
+    limits: RateLimits | None = None,
 ) -> tuple[BenchmarkRunCreated, bool]:
     """Store a run and its results in the request's transaction; returns the response and whether it is a replay
-    of an earlier upload with the same Idempotency-Key."""
+    of an earlier upload with the same Idempotency-Key. With `limits`, a new upload is charged against the key's
+    rate limits (service.ratelimit); a replay is not."""
     with cyclic_gc_paused():
-        return _create_run(session, body, principal, idempotency_key)
+        return _create_run(session, body, principal, idempotency_key, limits)
 
 
 def _create_run(
-    session: Session, body: BenchmarkRunCreate, principal: Principal, idempotency_key: str | None
+    session: Session,
+    body: BenchmarkRunCreate,
+    principal: Principal,
+    idempotency_key: str | None,
+    limits: RateLimits | None,
 ) -> tuple[BenchmarkRunCreated, bool]:
     repo = BenchmarkRepository(session)
     digest = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
@@ -164,6 +175,8 @@ def _create_run(
             return _replay(existing, digest, idempotency_key), True
 
     slug, device = resolve_hardware(session, body.hardware)
+    # Charged once the upload is known to be new and well-formed, before the predictions are computed.
+    spent = ratelimit.charge(session, limits, principal.key_id, len(body.results)) if limits else None
     spec = catalogue.get_spec(session, HARDWARE, slug)
     ops = [r.op for r in body.results]
     preds = predict(core_hardware(spec, slug, body.timing_scope), ops, spec=spec)
@@ -194,6 +207,7 @@ def _create_run(
     )
     if run_id is None:  # lost the race to a concurrent retry of the same upload
         assert idempotency_key is not None  # only keyed inserts can conflict
+        ratelimit.refund(session, spent)
         existing = repo.by_idempotency_key(principal.key_id, idempotency_key)
         if existing is None:  # pragma: no cover - the winner committed before our insert returned
             raise Conflict(f"Idempotency-Key {idempotency_key!r} is in use by a concurrent upload; retry.")

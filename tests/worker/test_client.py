@@ -56,14 +56,21 @@ def test_an_unreachable_service_fails_after_every_try() -> None:
 
 
 def test_retry_after_is_honoured_up_to_the_cap() -> None:
-    calls = iter([httpx.Response(429, headers={"retry-after": "3"}), httpx.Response(201, json={"results": 1})])
+    # The service's rate limiter answers 429 with the seconds until the upload fits (service.ratelimit), possibly
+    # longer than the back-off's own cap: waited out in full, up to retry_after_max_s; a date form works too.
+    calls = iter([
+        httpx.Response(429, headers={"retry-after": "3"}),
+        httpx.Response(429, headers={"retry-after": "65"}),
+        httpx.Response(503, headers={"retry-after": "100000"}),
+        httpx.Response(201, json={"results": 1}),
+    ])  # fmt: skip
     sleeps: list[float] = []
     client = RidgelineClient(
         "http://x", transport=httpx.MockTransport(lambda r: next(calls)), sleep=sleeps.append,
-        retry=RetryPolicy(attempts=3, base_s=0.1, max_s=10),
+        retry=RetryPolicy(attempts=4, base_s=0.1, max_s=10, retry_after_max_s=120),
     )  # fmt: skip
     client.upload(b"{}", "k")
-    assert sleeps == [3.0]
+    assert sleeps == [3.0, 65.0, 120.0]
 
 
 @pytest.mark.parametrize(("status", "error"), [(401, AuthError), (403, AuthError), (422, Rejected), (400, Rejected)])
