@@ -1,0 +1,189 @@
+"""Request time limits (service.timeouts): a 503 `timeout` envelope at the deadline, and nothing stored by a request
+answered that way, even though its endpoint's thread cannot be stopped and runs on after the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import delete, func, select
+from starlette.types import Receive, Scope, Send
+
+from service import auth
+from service.app import create_app
+from service.db import make_engine, make_sessionmaker
+from service.orm import ApiKey, BenchmarkResult, BenchmarkRun, RateLimitWindow
+from service.settings import Settings
+from service.timeouts import Deadline, RequestTimedOut, TimeoutMiddleware, current_deadline, timeout_for
+from tests.service.test_benchmarks import bearer, run_body
+
+# --- the deadline's commit/timeout race ---------------------------------------------------------------------------
+
+
+def test_a_deadline_lets_exactly_one_of_commit_and_timeout_win() -> None:
+    now = [100.0]
+    timed_out = Deadline(5.0, clock=lambda: now[0])
+    assert timed_out.expire()  # the middleware answered 503 first ...
+    with pytest.raises(RequestTimedOut):
+        timed_out.begin_commit()  # ... so the endpoint's thread must not commit
+
+    committing = Deadline(5.0, clock=lambda: now[0])
+    committing.begin_commit()  # the commit began first ...
+    assert not committing.expire()  # ... so the middleware waits for the real answer
+
+    late = Deadline(5.0, clock=lambda: now[0])
+    now[0] = 105.0  # the deadline passed, the middleware has not woken yet: no commit may start now
+    with pytest.raises(RequestTimedOut):
+        late.begin_commit()
+    assert late.expired
+
+
+def test_uploads_get_the_longer_limit() -> None:
+    pick = timeout_for(30.0, 50.0)
+    assert pick({"type": "http", "method": "POST", "path": "/v1/benchmarks"}) == 50.0
+    assert pick({"type": "http", "method": "GET", "path": "/v1/benchmarks"}) == 30.0
+    assert pick({"type": "http", "method": "POST", "path": "/v1/estimate/ops"}) == 30.0
+
+
+# --- the middleware around small ASGI apps --------------------------------------------------------------------------
+
+
+async def _respond(send: Send, status: int, body: bytes = b"{}", more: bool = False) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body, "more_body": more})
+
+
+def _wrapped(app: Any, seconds: float) -> TestClient:
+    return TestClient(TimeoutMiddleware(app, timeout_for=lambda scope: seconds))
+
+
+def test_a_request_past_its_limit_gets_the_timeout_envelope() -> None:
+    async def slow(scope: Scope, receive: Receive, send: Send) -> None:
+        await asyncio.sleep(2.0)
+        await _respond(send, 200)
+
+    start = time.monotonic()
+    response = _wrapped(slow, 0.1).get("/anything")
+    assert time.monotonic() - start < 1.5  # answered at the deadline, not when the app finished
+    assert response.status_code == 503
+    assert response.json() == {
+        "error": "timeout",
+        "message": "The request ran past its 0.1 s time limit; nothing it would have written was stored.",
+        "detail": [],
+    }
+
+
+def test_a_request_that_began_to_commit_gets_its_own_answer() -> None:
+    async def committing(scope: Scope, receive: Receive, send: Send) -> None:
+        deadline = current_deadline(scope)
+        assert deadline is not None
+        deadline.begin_commit()
+        await asyncio.sleep(0.3)  # a commit that ends after the deadline
+        await _respond(send, 201, b'{"stored": true}')
+
+    response = _wrapped(committing, 0.1).post("/v1/benchmarks")
+    assert response.status_code == 201 and response.json() == {"stored": True}
+
+
+def test_a_response_that_has_started_is_not_cut_off() -> None:
+    async def streaming(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for part in (b"one ", b"two ", b"three"):
+            await asyncio.sleep(0.1)
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    response = _wrapped(streaming, 0.05).get("/stream")
+    assert response.status_code == 200 and response.text == "one two three"
+
+
+# --- the real service ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def upload_key(database_url: str) -> Iterator[str]:
+    engine = make_engine(database_url)
+    factory = make_sessionmaker(engine)
+    with factory() as session:
+        key = auth.create_key(session, "timeouts", auth.Scope.upload).key
+        session.commit()
+    yield key
+    with factory() as session:
+        for table in (BenchmarkResult, BenchmarkRun, RateLimitWindow, ApiKey):
+            session.execute(delete(table))
+        session.commit()
+    engine.dispose()
+
+
+def _orphans(app: Any) -> set[Any]:
+    """The timed-out requests still running in the app's TimeoutMiddleware."""
+    layer = app.middleware_stack
+    while not isinstance(layer, TimeoutMiddleware):
+        layer = layer.app
+    orphans: set[Any] = layer._orphans
+    return orphans
+
+
+def test_a_slow_sweep_times_out(database_url: str) -> None:
+    """A valid 10 000-point sweep (~0.15-0.4 s, README "Sweep") under a 10 ms limit."""
+    app = create_app(Settings(database_url=database_url, request_timeout_s=0.01, load_catalogue_on_start=False))
+    body = {
+        "hardware": "a100-sxm-80gb",
+        "sweep": {
+            "op": {"kind": "matmul", "m": 1, "n": 1, "k": 4096},
+            "vary": {"m": list(range(1, 101)), "n": list(range(1, 101))},
+        },
+    }
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.post("/v1/estimate/ops", json=body)
+        assert response.status_code == 503, response.text[:300]
+        assert response.json()["error"] == "timeout"
+
+
+def test_a_timed_out_upload_stores_nothing_and_its_retry_stores_it_once(
+    database_url: str, upload_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10 000 results under a 50 ms upload limit: 503 at the deadline; the endpoint's thread finishes later and
+    must roll back instead of committing. The same upload retried with a sane limit is stored, once."""
+    commits: list[str] = []
+    begin_commit = Deadline.begin_commit
+
+    def watched(self: Deadline) -> None:
+        try:
+            begin_commit(self)
+        except RequestTimedOut:
+            commits.append("refused")
+            raise
+        commits.append("allowed")
+
+    monkeypatch.setattr(Deadline, "begin_commit", watched)
+    results = [
+        {"op": {"kind": "matmul", "m": 1 + i % 100, "n": 4096, "k": 1024 * (1 + i // 100 % 4)}, "median_s": 1e-5}
+        for i in range(10_000)
+    ]
+    headers = bearer(upload_key) | {"Idempotency-Key": "slow-1"}
+    slow = create_app(Settings(database_url=database_url, upload_timeout_s=0.05))
+    with TestClient(slow, raise_server_exceptions=False) as client:
+        response = client.post("/v1/benchmarks", json=run_body(results), headers=headers)
+        assert response.status_code == 503 and response.json()["error"] == "timeout"
+        deadline = time.monotonic() + 60
+        while _orphans(slow) and time.monotonic() < deadline:  # the thread validating and predicting runs on
+            time.sleep(0.05)
+        assert not _orphans(slow), "the timed-out upload never finished"
+        assert commits == ["refused"]  # its thread reached the commit after the 503, and rolled back
+        with slow.state.sessionmaker() as session:
+            assert session.scalar(select(func.count()).select_from(BenchmarkRun)) == 0
+            assert session.scalar(select(func.count()).select_from(BenchmarkResult)) == 0
+
+    app = create_app(Settings(database_url=database_url))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        retried = client.post("/v1/benchmarks", json=run_body(results), headers=headers)
+        assert retried.status_code == 201 and "Idempotent-Replayed" not in retried.headers
+        assert retried.json()["results"] == 10_000
+        with app.state.sessionmaker() as session:
+            assert session.scalar(select(func.count()).select_from(BenchmarkRun)) == 1
+            assert session.scalar(select(func.count()).select_from(BenchmarkResult)) == 10_000
