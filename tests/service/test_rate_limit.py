@@ -64,7 +64,8 @@ def keys(database_url: str) -> Iterator[dict[str, tuple[int, str]]]:
 
 def post(client: TestClient, key: str, results: int, idem: str, start: int = 1000) -> httpx.Response:
     body = run_body([{"op": elementwise(start + i), "median_s": 3e-6} for i in range(results)])
-    return client.post("/v1/benchmarks", json=body, headers=bearer(key) | {"Idempotency-Key": idem})
+    response: httpx.Response = client.post("/v1/benchmarks", json=body, headers=bearer(key) | {"Idempotency-Key": idem})
+    return response
 
 
 def test_the_fourth_upload_waits_for_the_window_and_other_keys_do_not(
