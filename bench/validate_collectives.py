@@ -35,7 +35,8 @@ What each measurement ran, and so the algorithm predicted (never a per-shape fit
   pairs (31.5 GB/s per direction, the a100-pcie-80gb profile), one x16 path's worth per pair (through the host
   bridge). TPU7x: 100 GB/s per ICI link per direction (1200 GBps bidirectional per chip over 6 links, Google Cloud
   TPU7x docs), 1 µs per hop (scaling-book), interconnect efficiency 0.75 and a 1.5 µs fixed cost as the TPU v5e
-  profile; a 2x2 slice has no wraparound (TPU axes wrap on multiples of 4).
+  profile; a 2x2 slice has no wraparound (TPU axes wrap on multiples of 4), and the all-gather over its 4 chips
+  runs as one unidirectional ring (`tpu7x_slice`: the measured rate is one link's worth per chip).
 - Not predicted (no figure on file): the vidur pairwise machines' network between nodes and the A40 table (no A40
   profile; its "NVLink" pair moves 4 GB/s, a PCIe figure).
 """
@@ -151,9 +152,17 @@ class Machines:
         return roofline.Hierarchical(self.nvlink_bridge(), roofline.Switch(devices // 2, pcie))
 
 
-def tpu7x_slice() -> roofline.Torus:
+def tpu7x_slice() -> roofline.Ring:
+    """The 4 chips of a 2x2 TPU7x slice as the benchmark's all-gather uses them: one ring in one direction.
+
+    A 2x2 slice has no wraparound and holds the 4-cycle 0→1→3→2→0 as physical links, so a 4-device group could run
+    a bidirectional ring (or both axes at once: 2 links into each chip, SB-SH). The measurement never does: from
+    64 MiB to 256 MiB of gathered output each chip takes in 89 GB/s, under one link's 100 GB/s one way, on 2x2x1
+    and 2x2x2 alike. One unidirectional ring over the 4 chips (3 hops, 3/4 of the output through each link) is the
+    schedule that fits; XLA's TPU all-gather algorithm is not documented in the sources on file.
+    """
     link = roofline.Link(100e9, 1e-6, 0.75, 1.5e-6, "per_hop_max", name="ICI")
-    return roofline.Torus((roofline.Axis(2), roofline.Axis(2)), link)
+    return roofline.Ring(4, link, bidirectional=False)
 
 
 def _csv(path: Path) -> Iterator[dict[str, str]]:
