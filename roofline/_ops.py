@@ -68,9 +68,10 @@ EPILOGUES: dict[str, tuple[int, float, float]] = {
 
 
 # How a memory-bound kernel loads device memory: bytes per load per thread. A streaming kernel keeps about one load
-# per thread in flight, so it reaches the bandwidth Little's law allows (`Hardware.parallel_bandwidth`).
+# per input stream per thread in flight, so it reaches the bandwidth Little's law allows (`Hardware.parallel_bandwidth`,
+# combined with the device bandwidth as `roofline._kernels.MEMORY_QUEUEING_NORM` says).
 # "vectorized": 128-bit loads (CUDA C++ Best Practices Guide, coalesced and vectorized access; PyTorch's and
-# Triton's elementwise kernels), which saturate HBM once a few SMs' worth of threads run; "scalar": one element per
+# Triton's elementwise kernels), which come within a few per cent of HBM bandwidth; "scalar": one element per
 # load, as simple hand-written kernels do (vLLM/Sarathi's rms_norm, silu_and_mul and rotary kernels index one
 # element per thread per loop trip; PyTorch's index_select behind an embedding lookup).
 MEMORY_ACCESS: dict[str, float | None] = {"vectorized": 16.0, "scalar": None}  # None: the element size
@@ -173,7 +174,17 @@ def matmul(
             main.external_in_bytes = main.external_in_bytes + extra_in
         else:
             kernels.append(
-                _elementwise_kernel(hw, out_elems, fpe, tpe, extra_in, s_out * out_elems, s_out * out_elems, s_out)
+                _elementwise_kernel(
+                    hw,
+                    out_elems,
+                    fpe,
+                    tpe,
+                    extra_in,
+                    s_out * out_elems,
+                    s_out * out_elems,
+                    s_out,
+                    streams=1.0 + extra_inputs,
+                )
             )
     return kernels
 
@@ -191,11 +202,12 @@ def _elementwise_kernel(
     dependent_loads: float = 1.0,
     streams: float = 1.0,
 ) -> Kernel:
-    """A memory-bound kernel over `elements`. Scalar access keeps one load per input stream in flight per thread
-    (`streams`: a gated activation's gate and up, rotary's pair of elements, issued before either is used)."""
+    """A memory-bound kernel over `elements`. Every thread keeps one load per input stream in flight (`streams`: the
+    inputs of an add, a gated activation's gate and up, rotary's pair of elements, all issued before any is used):
+    one element each (scalar) or one 128-bit vector each (vectorized)."""
     flops = arr(fpe) * elements
     try:
-        width = MEMORY_ACCESS[access] or element_bytes * streams
+        width = (MEMORY_ACCESS[access] or element_bytes) * streams
     except KeyError:
         raise ValueError(f"unknown memory access {access!r}; known: {', '.join(MEMORY_ACCESS)}") from None
     return Kernel(
@@ -246,6 +258,7 @@ def elementwise(
         s * e * arr(outputs),
         s,
         access,
+        streams=max(1.0, float(np.min(ins))),  # one load per input in flight (the fewest, for a sweep over inputs)
     )
     if costs:
         kernel.assumptions["alu_costs"] = [source for _, source in costs]

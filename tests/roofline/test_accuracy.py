@@ -3,8 +3,8 @@
 Runs the comparison of `bench/validate.py` (the measured tables in ../shared/validation: aiconfigurator,
 vidur and LLMCompass; see that module for sources, licences and timing scopes) and holds each family that reached
 the issue's target to a bound just above the error measured when it was reached: a change to the model that makes
-those predictions worse fails here. Families that miss the target (vidur's rotary and activation kernels and Phi-2's
-LayerNorm; TensorRT-LLM's decode attention) are reported by the command, not asserted.
+those predictions worse fails here. Families that miss the target (Phi-2's LayerNorm in vidur; TensorRT-LLM's decode
+attention) are reported by the command, not asserted.
 
 Without the data the test skips, except under CI (CI=true), where missing data is a failure.
 """
@@ -23,14 +23,19 @@ from tests.roofline.validation_data import require
 # (source, family): (median, p90 or None) of |predicted / measured − 1|. Measured when set, and the issue's target:
 BOUNDS: dict[tuple[str, str], tuple[float, float | None]] = {
     ("aiconfigurator", "gemm"): (0.115, 0.28),  # 10.9 %, 26.2 %; target 12 %, 30 % (bf16)
-    ("aiconfigurator", "attention-context"): (0.12, None),  # 11.2 %; target 20 %
-    ("vidur", "elementwise"): (0.085, None),  # 7.6 %, 8.2 % with the memory-latency floor; target 20 %
-    ("vidur", "rmsnorm"): (0.08, None),  # 7.3 % (scalar loads, Little's law); target 20 %
-    ("vidur", "embedding"): (0.09, None),  # 8.3 % (scalar loads after the token id); target 20 %
+    ("aiconfigurator", "attention-context"): (0.12, None),  # 11.2 %, 11.6 % with queueing; target 20 %
+    # Streaming kernels: Little's law and the bandwidth combined (`roofline._kernels.MEMORY_QUEUEING_NORM`), one
+    # load per input stream in flight. Rotary and SwiGLU reached the target with it (29.3 → 14.7 %, 24.9 → 8.0 %);
+    # rms_norm, the add and the LLMCompass norms lost a little (7.3 → 13.7 %, 8.2 → 9.3 %, 5.4 → 8.4 %, 5.0 → 6.5 %).
+    ("vidur", "elementwise"): (0.10, None),  # 9.3 %; target 20 %
+    ("vidur", "rmsnorm"): (0.145, None),  # 13.7 % (scalar loads); target 20 %
+    ("vidur", "embedding"): (0.075, None),  # 6.9 % (scalar loads after the token id); target 20 %
+    ("vidur", "rope"): (0.155, None),  # 14.7 % (a pair of scalar loads); target 20 %
+    ("vidur", "activation"): (0.085, None),  # 8.0 % (SwiGLU: gate and up, scalar); target 20 %
     ("llmcompass", "gemm"): (0.07, None),  # 6.5 %; target 12 %
-    ("llmcompass", "softmax"): (0.06, None),  # 5.4 %; target 20 %
-    ("llmcompass", "layernorm"): (0.055, None),  # 5.0 %; target 20 %
-    ("llmcompass", "activation"): (0.035, None),  # 2.9 %; target 20 %
+    ("llmcompass", "softmax"): (0.09, None),  # 8.4 %; target 20 %
+    ("llmcompass", "layernorm"): (0.07, None),  # 6.5 %; target 20 %
+    ("llmcompass", "activation"): (0.03, None),  # 2.4 %; target 20 %
 }
 FAMILIES = {
     "aiconfigurator": {"gemm", "attention-context", "attention-generation"},

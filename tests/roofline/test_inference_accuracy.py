@@ -27,7 +27,7 @@ BOUNDS: dict[tuple[str, str], float] = {
     ("prefill", "Wo_proj"): 0.10,  # +7.5 %
     ("prefill", "W1_proj"): 0.09,  # +6.4 %
     ("prefill", "W2_proj"): 0.09,  # +6.3 %
-    ("prefill", "GeLU"): 0.10,  # −7.0 %
+    ("prefill", "GeLU"): 0.05,  # −2.4 % (−7.0 % before streaming kernels queued at the bandwidth)
     ("prefill", "AllReduce_MHA"): 0.13,  # −10.2 %
     ("prefill", "AllReduce_FFN"): 0.13,  # −10.2 %
     ("decode", "Q_mul_K"): 0.20,  # −18.7 %
@@ -41,9 +41,11 @@ BOUNDS: dict[tuple[str, str], float] = {
 }
 # Ops that miss the 20 % target (see the README's accuracy section for why), held at their measured error.
 MISSES: dict[tuple[str, str], float] = {
-    ("prefill", "Softmax"): 0.28,  # +26.3 %: the three-read block softmax model, op core
-    ("prefill", "LayerNorm_MHA"): 0.30,  # −27.7 %: 12 288-wide rows run at 58 % of HBM bandwidth
-    ("prefill", "LayerNorm_FFN"): 0.30,
+    # +33.2 % (+26.3 % before streaming kernels queued at the bandwidth): the three-read block softmax model; the
+    # measured 2048-wide rows run as if one of the three reads hit on-chip cache (README, accuracy).
+    ("prefill", "Softmax"): 0.34,
+    ("prefill", "LayerNorm_MHA"): 0.25,  # −24.2 % (was −27.7 %): 12 288-wide rows run at 58 % of HBM bandwidth
+    ("prefill", "LayerNorm_FFN"): 0.25,
     ("decode", "Q_K_V"): 0.33,  # −30.8 %: cuBLAS runs this m = 8 GEMV at 1.07 TB/s, W1 at 1.62 TB/s
     ("decode", "A_mul_V"): 0.51,  # −49.2 %: a 192-batch 1 × 2048 × 128 bmm in two waves of CTAs
     ("decode", "AllReduce_MHA"): 0.54,  # −51.9 %: a 196 KB NCCL all-reduce, collective model

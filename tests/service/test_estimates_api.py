@@ -25,6 +25,13 @@ A100_EFF_MATMUL, A100_EFF_VECTOR, A100_EFF_MEMORY = 0.87, 0.80, 0.90
 A100_SMS, LAUNCH_S = 108, 5e-6
 H100_BW = 3.35e12
 
+
+def streamed(moved: float, bandwidth: float, in_flight: float) -> float:
+    """A streaming kernel's memory time: both limits combined as roofline._kernels.MEMORY_QUEUEING_NORM = 2 says,
+    moved · √(1/bandwidth² + 1/in_flight²); in_flight = SMs · 2048 threads · bytes per thread / 650 ns."""
+    return float(moved * ((1 / bandwidth) ** 2 + (1 / in_flight) ** 2) ** 0.5)
+
+
 FIELDS = {
     "time_s", "flops", "bytes", "arithmetic_intensity", "critical_intensity", "compute_time_s", "memory_time_s",
     "overhead_s", "bound", "assumptions",
@@ -112,7 +119,9 @@ def test_an_elementwise_op_moves_inputs_plus_outputs_and_is_memory_bound(client:
     assert r["tiles"] is None and r["waves"] is None and r["wave_efficiency"] is None
     assert r["bytes"] == elements * (2 + 1) * 2  # elements · (inputs + outputs) · 2 bytes of bf16
     assert r["flops"] == elements  # one FLOP per element by default
-    assert r["memory_time_s"] == pytest.approx(elements * 3 * 2 / (A100_BW * A100_EFF_MEMORY))
+    # Vectorized: one 16-byte load per input in flight, 2 inputs: 108 · 2048 · 32 B / 650 ns = 10.9 TB/s.
+    in_flight = A100_SMS * 2048 * 32 / 650e-9
+    assert r["memory_time_s"] == pytest.approx(streamed(elements * 3 * 2, A100_BW * A100_EFF_MEMORY, in_flight))
     assert r["compute_time_s"] == pytest.approx(elements / (A100_FP32_VECTOR * A100_EFF_VECTOR))
     assert r["critical_intensity"] == pytest.approx(A100_FP32_VECTOR / A100_BW)  # bf16 math runs at the fp32 rate
     assert r["bound"] == "memory" and r["unit"] == "vector"
@@ -144,7 +153,7 @@ def test_options_override_efficiencies(client: TestClient) -> None:
         "options": {"memory_efficiency": 0.5},
     }
     r = op(client, body)
-    assert r["memory_time_s"] == pytest.approx(elements * 4 / (A100_BW * 0.5))
+    assert r["memory_time_s"] == pytest.approx(streamed(elements * 4, A100_BW * 0.5, A100_SMS * 2048 * 16 / 650e-9))
     assert r["assumptions"]["efficiency"]["memory"] == 0.5
 
 
@@ -154,8 +163,10 @@ def test_hardware_patch_to_5_tbs_scales_memory_time_by_3_35_over_5(client: TestC
     patch = {"memory": {"device": {"bandwidth_bytes_per_s": 5e12}}}
     fast = op(client, {"hardware": "h100-sxm", "hardware_patch": patch, "op": memory_bound})
     assert base["bound"] == fast["bound"] == "memory"
-    # memory time = bytes / (bandwidth · efficiency): only the bandwidth changed, 3.35e12 → 5e12.
-    assert fast["memory_time_s"] / base["memory_time_s"] == pytest.approx(H100_BW / 5e12, rel=1e-12)
+    # Only the bandwidth changed, 3.35e12 → 5e12; the bytes in flight (132 SMs · 2048 threads · 32 B / 650 ns) did not.
+    moved, in_flight = (1 << 28) * 3 * 2, 132 * 2048 * 32 / 650e-9
+    assert base["memory_time_s"] == pytest.approx(streamed(moved, H100_BW * 0.9, in_flight))
+    assert fast["memory_time_s"] == pytest.approx(streamed(moved, 5e12 * 0.9, in_flight))
     assert fast["time_s"] < base["time_s"]
     assert fast["bytes"] == base["bytes"] and fast["compute_time_s"] == base["compute_time_s"]
     assert fast["assumptions"]["hardware"] == "h100-sxm (patched)"
@@ -413,11 +424,13 @@ def test_a_scalar_kernel_runs_at_the_bandwidth_its_loads_in_flight_allow(client:
     rows, cols = 4096, 8192
     body: dict[str, Any] = {"hardware": A100, "op": {"kind": "rmsnorm", "rows": rows, "cols": cols, "dtype": "fp16"}}
     moved = 2 * rows * cols * 2 + cols * 2  # x in, y out, the scale vector
+    bw = A100_BW * A100_EFF_MEMORY
+    in_flight = A100_SMS * 2048 * 2 / 650e-9  # Little's law: 2-byte loads, one per resident thread, 650 ns: 680.6 GB/s
     vectorized = op(client, body)
-    assert vectorized["memory_time_s"] == pytest.approx(moved / (A100_BW * A100_EFF_MEMORY))
+    # Both limits combined as roofline._kernels.MEMORY_QUEUEING_NORM = 2 says: moved · √(1/bw² + 1/in_flight²).
+    assert vectorized["memory_time_s"] == pytest.approx(moved * ((1 / bw) ** 2 + (1 / (8 * in_flight)) ** 2) ** 0.5)
     scalar = op(client, {**body, "op": {**body["op"], "memory_access": "scalar"}})
-    # Little's law: 108 SMs · 2048 threads · one 2-byte load each in flight / 650 ns = 680.6 GB/s.
-    assert scalar["memory_time_s"] == pytest.approx(moved / (A100_SMS * 2048 * 2 / 650e-9))
+    assert scalar["memory_time_s"] == pytest.approx(moved * ((1 / bw) ** 2 + (1 / in_flight) ** 2) ** 0.5)
     assert scalar["bytes"] == vectorized["bytes"] == moved
 
 
