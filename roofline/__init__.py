@@ -34,12 +34,15 @@ from roofline._collectives import (
 from roofline._estimate import Bound, Estimate, kernel_time
 from roofline._hardware import DTYPE_BYTES, Hardware, dtype_bytes
 from roofline._inference import (
+    Corrected,
+    Corrector,
     InferenceConfigError,
     InferenceEstimate,
     InferenceRun,
     MemoryUse,
     Mla,
     Moe,
+    OpGroup,
     OpRow,
     Parallelism,
     ParameterCount,
@@ -86,6 +89,8 @@ __all__ = [
     "Bound",
     "Candidate",
     "CollectiveEstimate",
+    "Corrected",
+    "Corrector",
     "Estimate",
     "Fabric",
     "Flat",
@@ -99,6 +104,7 @@ __all__ = [
     "MemoryUse",
     "Mla",
     "Moe",
+    "OpGroup",
     "OpRow",
     "Parallelism",
     "ParameterCount",

@@ -160,13 +160,45 @@ class Precision:
 
 
 @dataclass(frozen=True)
+class OpGroup:
+    """Ops of one kind and settings on one device at many points, as the evaluator runs them: what a `Corrector`
+    sees. `op` names the `roofline._ops` function (matmul, attention, softmax, layernorm, elementwise, activation,
+    rotary, embedding) whose keyword arguments are `static` and `sizes` (1-D arrays of one length), or is
+    "collective" (static: collective, devices, dtype; sizes: bytes, the per-device buffer as nccl-tests counts
+    it). Times in seconds, per call."""
+
+    op: str
+    static: dict[str, Any]
+    sizes: dict[str, Array]
+    work_s: Array  # the model's time less its fixed costs (a collective has none)
+    time_s: Array  # the model's time
+
+
+@dataclass(frozen=True)
+class Corrected:
+    """A corrector's answer for an `OpGroup`: seconds per point, how each was made (`roofline._calibration.Method`:
+    0 the model unchanged), and a label naming what corrected the group, carried to the breakdown's rows."""
+
+    time_s: Array
+    method: IntArray
+    label: str
+
+
+# Measured corrections of the model's op times (calibration: `roofline._calibration.apply` behind the service's
+# lookup of which fitted correction covers an op family). Applied per op before anything is summed.
+Corrector = Callable[[OpGroup], Corrected]
+
+
+@dataclass(frozen=True)
 class System:
     """Devices of one kind: the device, the collective topology a group of n of them uses (`roofline._collectives`:
-    the service builds it from the profile's fabrics), and the device's board power in watts."""
+    the service builds it from the profile's fabrics), the device's board power in watts, and an optional
+    correction of every op's and collective's modelled time (`Corrector`)."""
 
     hardware: Hardware
     topology: Callable[[int], Topology] | None = None
     power_w: float | None = None
+    correct: Corrector | None = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +253,9 @@ class OpRow:
     memory_s: float
     overhead_s: float
     time_s: float
+    raw_time_s: float | None = None  # the model's time before a correction (None: no corrector)
+    # What corrected it: distinct (label, `roofline._calibration.Method`) over the points the row sums.
+    corrections: tuple[tuple[str, int], ...] = ()
 
     @property
     def bound(self) -> str:
@@ -237,6 +272,7 @@ class PhaseEstimate:
     time_s: float
     rows: list[OpRow]
     communication_s: dict[str, float]  # tensor_parallel, pipeline, expert
+    raw_time_s: float | None = None  # before corrections (None: no corrector)
 
 
 @dataclass(frozen=True)
@@ -478,14 +514,18 @@ _OPS: dict[str, Callable[..., list[Kernel]]] = {
     "rotary": rotary,
     "embedding": embedding,
 }
-_TERMS = ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s")
+_TERMS = ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s", "raw_time_s")
+TIME, RAW_TIME = 5, 6  # rows of a result: the (corrected) time, and the model's own
 
 
 class _Call:
     """One op of a forward pass at `points` points (1-D `sizes`); `index` maps the phase's samples to the points.
     Calls with equal `key` are evaluated together."""
 
-    __slots__ = ("adjust", "hw", "index", "key", "op", "points", "result", "sizes", "static", "vector_dtype")
+    __slots__ = (
+        "adjust", "correct", "hw", "index", "key", "label", "method", "op", "points", "result", "sizes", "static",
+        "vector_dtype",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -496,15 +536,19 @@ class _Call:
         index: IntArray,
         vector_dtype: str,
         adjust: tuple[tuple[str, float], ...] = (),
+        correct: Corrector | None = None,
     ) -> None:
         self.hw, self.op, self.static, self.sizes, self.index = hw, op, static, sizes, index
-        self.vector_dtype, self.adjust = vector_dtype, adjust
+        self.vector_dtype, self.adjust, self.correct = vector_dtype, adjust, correct
         self.points = len(next(iter(sizes.values())))
-        self.key = (id(hw), op, static, adjust, vector_dtype, tuple(sizes))
+        self.key = (id(hw), op, static, adjust, vector_dtype, tuple(sizes), id(correct))
         self.result: Array = _NO_RESULT  # _TERMS × points, once evaluated
+        self.method: IntArray = _NO_METHOD  # per point, once evaluated: how a corrector made its time (0: none)
+        self.label = ""
 
 
-_NO_RESULT: Array = np.zeros((6, 0))
+_NO_RESULT: Array = np.zeros((len(_TERMS), 0))
+_NO_METHOD: IntArray = np.zeros(0, dtype=np.int64)
 
 
 def _apply(kernels: list[Kernel], adjust: tuple[tuple[str, float], ...]) -> None:
@@ -531,7 +575,15 @@ class _Collective:
     devices: int
     message_bytes: Array
     owner: int
-    time_s: Array = field(default_factory=lambda: np.zeros(0))
+    dtype: str = "bf16"
+    correct: Corrector | None = None
+    time_s: Array = field(default_factory=lambda: np.zeros(0))  # corrected, when there is a corrector
+    raw_time_s: Array = field(default_factory=lambda: np.zeros(0))
+    method: IntArray = field(default_factory=lambda: _NO_METHOD)
+    label: str = ""
+
+    def seconds(self, term: int) -> Array:
+        return self.time_s if term == TIME else self.raw_time_s
 
 
 class _Evaluator:
@@ -546,35 +598,46 @@ class _Evaluator:
         self.calls.append(call)
         return call
 
-    def collective(self, system: System, op: str, devices: int, message_bytes: Array) -> _Collective:
+    def collective(
+        self, system: System, op: str, devices: int, message_bytes: Array, dtype: str = "bf16"
+    ) -> _Collective:
         if system.topology is None:
             raise InferenceConfigError(
                 "hardware", f"{system.hardware.name} has no interconnect for a {devices}-device {op}"
             )
-        call = _Collective(system.topology, op, devices, message_bytes, self.owner)
+        call = _Collective(system.topology, op, devices, message_bytes, self.owner, dtype, system.correct)
         self.collective_calls.append(call)
         return call
 
     def run(self) -> None:
         coll_groups: dict[tuple[Any, ...], list[_Collective]] = {}
         for coll in self.collective_calls:
-            coll_groups.setdefault((id(coll.topology), coll.op, coll.devices), []).append(coll)
+            key = (id(coll.topology), coll.op, coll.devices, coll.dtype, id(coll.correct))
+            coll_groups.setdefault(key, []).append(coll)
         for colls in coll_groups.values():
             head = colls[0]
             try:
                 # A send_recv over a group's topology is between neighbours: across nodes when the group spans them.
                 topology = head.topology(head.devices)
                 messages = np.concatenate([c.message_bytes for c in colls])
-                seconds = collective(head.op, messages, topology).time_s
+                raw = np.asarray(collective(head.op, messages, topology).time_s, dtype=np.float64)
             except ValueError as err:
                 field_ = {"all_reduce": "parallelism.tensor", "all_to_all": "parallelism.expert"}.get(
                     head.op, "parallelism.pipeline"
                 )
                 message = err.message if isinstance(err, InferenceConfigError) else str(err)
                 raise InferenceConfigError(field_, message, min(c.owner for c in colls)) from None
+            raw = np.broadcast_to(raw, messages.shape)
+            seconds, method, label = raw, np.zeros(raw.shape, dtype=np.int64), ""
+            if head.correct is not None:
+                static = {"collective": head.op, "devices": head.devices, "dtype": head.dtype}
+                fixed = head.correct(OpGroup("collective", static, {"bytes": messages}, raw, raw))
+                seconds, method, label = fixed.time_s, fixed.method, fixed.label
             offset = 0
             for coll in colls:
-                coll.time_s = np.asarray(seconds[offset : offset + coll.message_bytes.size], dtype=np.float64)
+                part = slice(offset, offset + coll.message_bytes.size)
+                coll.time_s, coll.raw_time_s, coll.method = seconds[part], raw[part], method[part]
+                coll.label = label
                 offset += coll.message_bytes.size
         self.collective_calls = []
         groups: dict[tuple[Any, ...], list[_Call]] = {}
@@ -586,13 +649,17 @@ class _Evaluator:
             kernels = _OPS[first.op](first.hw, **sizes, **dict(first.static))
             _apply(kernels, first.adjust)
             est = single(kernels, first.hw, first.hw.vector_peak(first.vector_dtype), first.hw.launch_s)
-            values = np.stack([est.flops, est.bytes, est.compute_s, est.memory_s, est.overhead_s, est.time_s]).astype(
-                np.float64
-            )
+            terms = (est.flops, est.bytes, est.compute_s, est.memory_s, est.overhead_s, est.time_s, est.time_s)
+            values = np.stack(terms).astype(np.float64)
+            how, label = np.zeros(values.shape[1], dtype=np.int64), ""
+            if first.correct is not None:
+                work = values[TIME] - values[4]
+                fixed = first.correct(OpGroup(first.op, dict(first.static), sizes, work, values[RAW_TIME].copy()))
+                values[TIME], how, label = fixed.time_s, fixed.method, fixed.label
             start = 0
             for c in calls:
                 stop = start + c.points
-                c.result = values[:, start:stop]
+                c.result, c.method, c.label = values[:, start:stop], how[start:stop], label
                 start = stop
         self.calls = []
 
@@ -648,9 +715,24 @@ class _Pass:
             out[name] = (acc, calls)
         for name, (coll, index, calls) in self.comm.items():
             acc = np.zeros((len(_TERMS), self.samples))
-            acc[1], acc[5] = calls * coll.message_bytes[index], calls * coll.time_s[index]
+            acc[1], acc[TIME] = calls * coll.message_bytes[index], calls * coll.time_s[index]
+            acc[RAW_TIME] = calls * coll.raw_time_s[index]
             out[name] = (acc, calls)
         return out
+
+    def corrections(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        """Per row: the distinct (label, method) of the corrections at the points it sums (empty: no corrector)."""
+        out: dict[str, set[tuple[str, int]]] = {}
+        for name, entries in self.rows.items():
+            for e in entries:
+                if e.call.correct is None:
+                    continue
+                used = e.call.method if self.sum_points and e.call.index.size == 0 else e.call.method[e.call.index]
+                out.setdefault(name, set()).update((e.call.label, int(m)) for m in np.unique(used))
+        for name, (coll, index, _) in self.comm.items():
+            if coll.correct is not None:
+                out.setdefault(name, set()).update((coll.label, int(m)) for m in np.unique(coll.method[index]))
+        return {name: tuple(sorted(pairs)) for name, pairs in out.items()}
 
 
 class _RunPlan:
@@ -678,7 +760,11 @@ class _RunPlan:
         span = run.parallelism.tensor * p
         self.prefill_send = (
             self.ev.collective(
-                run.system, "send_recv", span, np.array([self.prompt_total / self.micro]) * self.hidden_bytes
+                run.system,
+                "send_recv",
+                span,
+                np.array([self.prompt_total / self.micro]) * self.hidden_bytes,
+                run.precision.activations,
             )
             if p > 1
             else None
@@ -708,7 +794,9 @@ class _RunPlan:
             self.weights = _linear_weights(self.samples)
             self.step_bytes = b_k * self.hidden_bytes
             if p > 1:
-                self.decode_send = self.ev.collective(run.system, "send_recv", span, self.step_bytes)
+                self.decode_send = self.ev.collective(
+                    run.system, "send_recv", span, self.step_bytes, run.precision.activations
+                )
             self._build(
                 self.decode, tokens=b_k, attn=(b_k, np.ones_like(b_k), contexts / self.active), sequences=b_k,
                 prefill=False,
@@ -730,7 +818,8 @@ class _RunPlan:
         adjust: tuple[tuple[str, float], ...] = (),
     ) -> _Call:  # fmt: skip
         items = tuple(sorted(static.items()))
-        return self.ev.add(_Call(self.hw, op, items, sizes, index, self.run.precision.activations, adjust))
+        correct = self.run.system.correct
+        return self.ev.add(_Call(self.hw, op, items, sizes, index, self.run.precision.activations, adjust, correct))
 
     def _build(
         self, ps: _Pass, tokens: Array, attn: tuple[Array, Array, Array], sequences: Array, prefill: bool
@@ -898,7 +987,7 @@ class _RunPlan:
 
         # Megatron: one all-reduce of the block's output after attention and one after the FFN.
         if t > 1:
-            coll = self.ev.collective(run.system, "all_reduce", t, tok * d * s_act)
+            coll = self.ev.collective(run.system, "all_reduce", t, tok * d * s_act, act)
             ps.comm["tensor_parallel_all_reduce"] = (coll, inv, 2.0 * layers)
 
         # FFN block.
@@ -940,7 +1029,7 @@ class _RunPlan:
             vector("experts_combine", "elementwise", n_moe, static, elements=tok * d)
             if ep > t:
                 # Dispatch and combine: each device sends its share of the tokens' k copies (Lepikhin et al. 2020).
-                coll = self.ev.collective(run.system, "all_to_all", par.expert, tok * e.top_k * d * s_act / t)
+                coll = self.ev.collective(run.system, "all_to_all", par.expert, tok * e.top_k * d * s_act / t, act)
                 ps.comm["expert_all_to_all"] = (coll, inv, 2.0 * n_moe)
 
         # Final norm and the LM head on each sequence's last position (vocabulary split over the tensor group).
@@ -953,19 +1042,27 @@ class _RunPlan:
     def assemble(self) -> InferenceEstimate:
         m, par = self.run.model, self.run.parallelism
         p, mb = par.pipeline, float(self.micro)
+        corrected = self.run.system.correct is not None
 
         # Prefill (GPipe): m micro-batches through p stages take (m + p − 1) stage times τ plus p − 1 sends.
         pre = self.prefill.totals()
-        tau = _pass_time(pre) / p
         send_bytes = np.array([self.prompt_total / mb]) * self.hidden_bytes
-        send = self.prefill_send.time_s if self.prefill_send is not None else np.zeros(1)
-        prefill_time = float(((mb + p - 1) * tau + (p - 1) * send)[0])
-        prefill_rows = _rows(pre, np.array([mb / p]), np.ones(1))
+
+        def prefill_timeline(term: int) -> tuple[float, float, float]:
+            """(phase time, pipeline sends, bubble) from the op times of row `term` of the results."""
+            tau = _pass_time(pre, term) / p
+            send = self.prefill_send.seconds(term) if self.prefill_send is not None else np.zeros(1)
+            return float(((mb + p - 1) * tau + (p - 1) * send)[0]), float((p - 1) * send[0]), float((p - 1) * tau[0])
+
+        prefill_time, pre_send, pre_idle = prefill_timeline(TIME)
+        raw_pre = prefill_timeline(RAW_TIME) if corrected else None
+        prefill_rows = _rows(pre, np.array([mb / p]), np.ones(1), self.prefill.corrections(), corrected)
         comm_pre = _comm(pre, np.array([mb / p]), np.ones(1))
         if p > 1:
-            comm_pre["pipeline"] = float((p - 1) * send[0])
-            prefill_rows.append(_row("pipeline_send", p - 1.0, float((p - 1) * send_bytes[0]), comm_pre["pipeline"]))
-            prefill_rows.append(_row(PIPELINE_BUBBLE, 0.0, 0.0, float((p - 1) * tau[0])))
+            comm_pre["pipeline"] = pre_send
+            raw_send, raw_idle = (raw_pre[1], raw_pre[2]) if raw_pre else (None, None)
+            prefill_rows.append(_row("pipeline_send", p - 1.0, float((p - 1) * send_bytes[0]), pre_send, raw_send))
+            prefill_rows.append(_row(PIPELINE_BUBBLE, 0.0, 0.0, pre_idle, raw_idle))
 
         # Decode: every step advances each sequence once. m micro-batches keep the stages busy (m·τ) unless one
         # micro-batch's round trip through the p stages is longer (p·(τ + send)).
@@ -973,29 +1070,39 @@ class _RunPlan:
         decode_rows: list[OpRow] = []
         comm_dec = {"tensor_parallel": 0.0, "pipeline": 0.0, "expert": 0.0}
         decode_time = 0.0
+        raw_decode: float | None = 0.0 if corrected else None
         if self.steps > 0:
             dec = self.decode.totals()
-            tau_k = _pass_time(dec) / p
             mk, w = self.micro_k, self.weights
-            step_bytes = self.step_bytes
-            step_send = self.decode_send.time_s if p > 1 else np.zeros_like(tau_k)
-            step = np.maximum(mk * tau_k, p * (tau_k + step_send))
+
+            def decode_timeline(term: int) -> tuple[Array, float, float]:
+                """(time of each sampled step, pipeline sends, bubble) from the op times of row `term`."""
+                tau_k = _pass_time(dec, term) / p
+                step_send = self.decode_send.seconds(term) if p > 1 else np.zeros_like(tau_k)
+                step = np.maximum(mk * tau_k, p * (tau_k + step_send))
+                idle = np.maximum(0.0, p - mk) * tau_k
+                return step, float(w @ (step - mk * tau_k - idle)), float(w @ idle)
+
+            step, dec_send, dec_idle = decode_timeline(TIME)
+            raw_dec = decode_timeline(RAW_TIME) if corrected else None
             decode_time = float(w @ step)
+            raw_decode = float(w @ raw_dec[0]) if raw_dec else None
             first, last, mean = float(step[0]), float(step[-1]), decode_time / self.steps
-            decode_rows = _rows(dec, mk / p, w)
+            decode_rows = _rows(dec, mk / p, w, self.decode.corrections(), corrected)
             comm_dec = _comm(dec, mk / p, w)
             if p > 1:
-                idle = np.maximum(0.0, p - mk) * tau_k
-                comm_dec["pipeline"] = float(w @ (step - mk * tau_k - idle))
-                decode_rows.append(_row("pipeline_send", float(p), float(w @ (p * step_bytes)), comm_dec["pipeline"]))
-                decode_rows.append(_row(PIPELINE_BUBBLE, 0.0, 0.0, float(w @ idle)))
+                comm_dec["pipeline"] = dec_send
+                raw_send, raw_idle = (raw_dec[1], raw_dec[2]) if raw_dec else (None, None)
+                send_total = float(w @ (p * self.step_bytes))
+                decode_rows.append(_row("pipeline_send", float(p), send_total, dec_send, raw_send))
+                decode_rows.append(_row(PIPELINE_BUBBLE, 0.0, 0.0, dec_idle, raw_idle))
 
         return InferenceEstimate(
             parameters=parameter_count(m),
             memory=self.memory(),
             max_batch_that_fits=self.max_batch(),
-            prefill=PhaseEstimate(prefill_time, prefill_rows, comm_pre),
-            decode=PhaseEstimate(decode_time, decode_rows, comm_dec),
+            prefill=PhaseEstimate(prefill_time, prefill_rows, comm_pre, raw_pre[0] if raw_pre else None),
+            decode=PhaseEstimate(decode_time, decode_rows, comm_dec, raw_decode),
             decode_steps=self.steps,
             decode_first_step_s=first,
             decode_mean_step_s=mean,
@@ -1041,8 +1148,8 @@ class _RunPlan:
         return max(0, math.floor(free / per_sequence))
 
 
-def _pass_time(totals: dict[str, tuple[Array, float]]) -> Array:
-    out: Array = np.sum([values[5] for values, _ in totals.values()], axis=0)
+def _pass_time(totals: dict[str, tuple[Array, float]], term: int = TIME) -> Array:
+    out: Array = np.sum([values[term] for values, _ in totals.values()], axis=0)
     return out
 
 
@@ -1059,17 +1166,24 @@ def _full(value: Array | float, shape: tuple[int, ...]) -> Array:
     return out
 
 
-def _row(name: str, calls: float, bytes_: float, time_s: float) -> OpRow:
-    return OpRow(name, calls, 0.0, bytes_, 0.0, 0.0, 0.0, time_s)
+def _row(name: str, calls: float, bytes_: float, time_s: float, raw_time_s: float | None = None) -> OpRow:
+    return OpRow(name, calls, 0.0, bytes_, 0.0, 0.0, 0.0, time_s, raw_time_s)
 
 
-def _rows(totals: dict[str, tuple[Array, float]], scale: Array, weights: Array) -> list[OpRow]:
+def _rows(
+    totals: dict[str, tuple[Array, float]],
+    scale: Array,
+    weights: Array,
+    corrections: dict[str, tuple[tuple[str, int], ...]],
+    corrected: bool,
+) -> list[OpRow]:
     """Rows of a phase: per-pass figures at each sample, times the passes a device runs per sample (`scale`),
     summed over the samples with their weights."""
     rows = []
     for name, (values, calls) in totals.items():
-        flops, bytes_, compute, memory, overhead, time = ((values * scale) @ weights).tolist()
-        rows.append(OpRow(name, calls, flops, bytes_, compute, memory, overhead, time))
+        flops, bytes_, compute, memory, overhead, time, raw = ((values * scale) @ weights).tolist()
+        how = corrections.get(name, ())
+        rows.append(OpRow(name, calls, flops, bytes_, compute, memory, overhead, time, raw if corrected else None, how))
     return rows
 
 

@@ -93,6 +93,15 @@ class Options(InputModel):
         "and assumptions.calibration says so.",
     )
 
+    @field_validator("calibration", mode="wrap")
+    @classmethod
+    def _one_calibration_error(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """One error for the field, not one per branch of its union (`calibration.literal[...]`, `…constrained-int`)."""
+        try:
+            return handler(value)
+        except ValidationError:
+            raise ValueError('give "none", "latest" or a calibration id (an integer, at least 1)') from None
+
 
 class EstimateContext(InputModel):
     hardware: HardwareRef

@@ -264,10 +264,21 @@ class OpBreakdown(BaseModel):
     overhead_s: float
     bound: OpBound
     share: float = Field(description="Fraction of the phase's time.")
+    raw_time_s: float | None = Field(
+        default=None, description="With options.calibration: the physical model's time, before the correction."
+    )
+    calibration: str | None = Field(
+        default=None,
+        description="With options.calibration: how its calls were corrected (interpolated, fitted, physical; "
+        "several when they differ by call). assumptions.calibration names the calibration per op family.",
+    )
 
 
 class PhaseRead(BaseModel):
     time_s: float
+    raw_time_s: float | None = Field(
+        default=None, description="With options.calibration: the phase's time under the physical model."
+    )
     communication_time_s: float
     ops: list[OpBreakdown]
 

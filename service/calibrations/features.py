@@ -8,7 +8,7 @@ from typing import Any, get_args
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from schemas.benchmarks import ResultOp
 from service.benchmarks.predict import size_fields
@@ -33,24 +33,74 @@ def op_kind(family: str) -> str:
     return family.split(".", 1)[0]
 
 
+def feature_names(cls: type[BaseModel]) -> list[str]:
+    """The sizes a calibration of this op class measures distances in: every size field, then the optional ones."""
+    sizes, optional, _ = size_fields(cls)
+    return [*sizes, *optional]
+
+
+def variant_key(doc: dict[str, Any], cls: type[BaseModel]) -> str:
+    """The flags two ops must share to be neighbours: every non-size field, and which optional sizes are unset."""
+    _, optional, others = size_fields(cls)
+    return json.dumps(
+        [[doc.get(name) for name in others if name != "kind"], [doc.get(name) is None for name in optional]],
+        sort_keys=True,
+    )
+
+
+def log2_sizes(columns: list[NDArray[np.float64]], n: int) -> NDArray[np.float64]:
+    """Features (n, d) from d columns of sizes (an unset or zero size counts as 1)."""
+    if not columns:
+        return np.zeros((n, 0))
+    stacked = np.stack([np.broadcast_to(np.asarray(c, dtype=np.float64), (n,)) for c in columns], axis=1)
+    out: NDArray[np.float64] = np.log2(np.maximum(np.nan_to_num(stacked, nan=1.0), 1.0))
+    return out
+
+
 def describe(docs: list[dict[str, Any]]) -> tuple[list[str], NDArray[np.float64], list[str]]:
     """For ops of one family (JSON documents as stored): variant keys, features (n, d) and the feature names."""
     if not docs:
         return [], np.zeros((0, 0)), []
     cls = OP_CLASSES[docs[0]["kind"]]
-    sizes, optional, others = size_fields(cls)
-    names = [*sizes, *optional]
-    features = np.array([[float(doc.get(name) or 1.0) for name in names] for doc in docs], dtype=np.float64).reshape(
-        len(docs), len(names)
-    )
-    variants = [
-        json.dumps(
-            [[doc.get(name) for name in others if name != "kind"], [doc.get(name) is None for name in optional]],
-            sort_keys=True,
-        )
-        for doc in docs
+    names = feature_names(cls)
+    columns = [np.array([float(doc.get(name) or 1.0) for doc in docs], dtype=np.float64) for name in names]
+    return [variant_key(doc, cls) for doc in docs], log2_sizes(columns, len(docs)), names
+
+
+def describe_sized(
+    template: dict[str, Any], sizes: dict[str, NDArray[np.float64]], n: int
+) -> tuple[str, NDArray[np.float64]]:
+    """n ops that share a template (a stored-form document: `template_of`) and differ in `sizes` (arrays of n):
+    their one variant key and their features, as `describe` would give for the n documents, without building them."""
+    cls = OP_CLASSES[template["kind"]]
+    columns = [
+        sizes[name] if name in sizes else np.full(n, float(template.get(name) or 1.0)) for name in feature_names(cls)
     ]
-    return variants, np.log2(np.maximum(features, 1.0)), names
+    return variant_key(template, cls), log2_sizes(columns, n)
+
+
+_RESULT_OP: TypeAdapter[Any] = TypeAdapter(ResultOp)
+# roofline._ops keyword → schemas.ops field, where they differ.
+_FIELD_NAMES = {"access": "memory_access"}
+
+
+def template_of(op: str, static: dict[str, Any], sizes: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored form (schemas.benchmarks.ResultOp as JSON, every size 1) of the ops an inference run evaluates as
+    one group (`roofline.OpGroup`: a `roofline._ops` function and its keyword arguments, or a collective); None when
+    no op kind describes them (a dtype or flag the schemas do not take)."""
+    if op == "collective":
+        doc: dict[str, Any] = {"kind": "collective", **static, "bytes": 1}
+    else:
+        fields = {_FIELD_NAMES.get(k, k): (list(v) if isinstance(v, tuple) else v) for k, v in static.items()}
+        kind = op
+        if op == "layernorm":
+            kind = "rmsnorm" if fields.pop("rms", False) else "layernorm"
+        doc = {"kind": kind, **fields, **dict.fromkeys(sizes, 1)}
+    try:
+        out: dict[str, Any] = _RESULT_OP.dump_python(_RESULT_OP.validate_python(doc), mode="json")
+    except ValidationError:
+        return None
+    return out
 
 
 def variant_codes(keys: list[str], known: list[str]) -> NDArray[np.int64]:

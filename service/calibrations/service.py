@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from roofline._calibration import Correction, Method, apply, fit
 from schemas.calibrations import CalibrationCreate, CalibrationGroup, CalibrationRead, ErrorStats
+from schemas.common import ErrorDetail
 from service.benchmarks.repository import RunFilters
 from service.calibrations.features import UNCALIBRATED, describe, group_of, op_kind, variant_codes
 from service.calibrations.repository import CalibrationRepository, ResultColumns
@@ -105,18 +106,39 @@ def calibrate_with(
         if doc["kind"] not in UNCALIBRATED and np.isfinite(physical_s[i]):
             by_group.setdefault(group_of(doc), []).append(i)
     for name, indices in by_group.items():
-        found = next(((c, fitted(c)[name]) for c in calibrations if name in fitted(c)), None)
+        found = covering(calibrations, name)
         if found is None:
             continue
-        calibration, group = found
         keys, features, _ = describe([docs[i] for i in indices])
         idx = np.asarray(indices)
         own_idx = None if own is None else np.array([own.get(i, -1) for i in indices], dtype=np.int64)
-        values, how = apply(
-            group.correction, features, work_s[idx], physical_s[idx], variant_codes(keys, group.variants), own_idx
-        )
-        out[idx], method[idx], used[idx] = values, how, calibration.id
+        values, how = correct(found[1], keys, features, work_s[idx], physical_s[idx], own_idx)
+        out[idx], method[idx], used[idx] = values, how, found[0].id
     return out, method, used
+
+
+def covering(calibrations: list[Calibration], group: str) -> tuple[Calibration, FittedGroup] | None:
+    """The first calibration (newest first) with a fitted correction for `family/dtype`, and that correction."""
+    return next(((c, fitted(c)[group]) for c in calibrations if group in fitted(c)), None)
+
+
+def correct(
+    group: FittedGroup,
+    keys: list[str] | str,
+    features: NDArray[np.float64],
+    work_s: NDArray[np.float64],
+    physical_s: NDArray[np.float64],
+    own: NDArray[np.int64] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Calibrated seconds and `Method` for ops of one group (variant keys and features from `features.describe` or
+    `features.describe_sized`): the one place a fitted correction meets ops, for op estimates, stored results and
+    inference runs alike (`roofline._calibration.apply`). One key stands for every op."""
+    if isinstance(keys, str):
+        known = group.variants.index(keys) if keys in group.variants else -1
+        codes = np.full(len(work_s), known, dtype=np.int64)
+    else:
+        codes = variant_codes(keys, group.variants)
+    return apply(group.correction, features, work_s, physical_s, codes, own)
 
 
 def _filters(body: CalibrationCreate) -> RunFilters:
@@ -274,6 +296,30 @@ NOTES = {
 }
 
 
+def choose(
+    session: Session, hardware: str | None, choice: str | int, field: str = "body.options.calibration"
+) -> tuple[list[Calibration], dict[str, Any] | None]:
+    """The calibrations `options.calibration` names for a profile (`hardware`: its catalogue slug, None for an inline
+    or patched profile), newest first. "latest" on a profile with none is no error: it returns no calibrations and
+    the note that says the physical model stands. An unknown id is a 404 and another profile's id a 422, both
+    naming `field`."""
+    repo = CalibrationRepository(session)
+    if choice == "latest":
+        rows = repo.recent(hardware) if hardware else []
+        if not rows:
+            why = f"no calibration for {hardware!r}" if hardware else "an inline or patched profile has no calibrations"
+            return [], {"requested": "latest", "method": "physical", "note": f"{why}: the physical model"}
+        return rows, None
+    row = repo.get(int(choice))
+    if row is None:
+        message = f"No calibration with id {choice}."
+        raise NotFound(message, [ErrorDetail(field=field, message=message, type="not_found")])
+    if hardware is not None and row.hardware != hardware:
+        message = f"Calibration {row.id} is for {row.hardware!r}, not {hardware!r}."
+        raise Unprocessable(message, [ErrorDetail(field=field, message=message, type="value_error")])
+    return [row], None
+
+
 def for_estimate(
     session: Session, hardware: str | None, choice: str | int, docs: list[dict[str, Any]], time_s: Any, overhead_s: Any
 ) -> tuple[NDArray[np.float64] | None, dict[str, Any], list[dict[str, Any]]]:
@@ -281,20 +327,9 @@ def for_estimate(
     response's `assumptions.calibration` says for all of them together, and for each one. Times are None when
     nothing applies (the physical model stands, and the note says why). `choice` is "latest" or a calibration id;
     `hardware` is the catalogue slug (None for an inline or patched profile)."""
-    repo = CalibrationRepository(session)
-    if choice == "latest":
-        rows = repo.recent(hardware) if hardware else []
-        if not rows:
-            why = f"no calibration for {hardware!r}" if hardware else "an inline or patched profile has no calibrations"
-            none: dict[str, Any] = {"requested": "latest", "method": "physical", "note": f"{why}: the physical model"}
-            return None, none, [none] * len(docs)
-    else:
-        row = repo.get(int(choice))
-        if row is None:
-            raise NotFound(f"No calibration with id {choice}.")
-        if hardware is not None and row.hardware != hardware:
-            raise Unprocessable(f"Calibration {row.id} is for {row.hardware!r}, not {hardware!r}.")
-        rows = [row]
+    rows, none = choose(session, hardware, choice)
+    if none is not None:
+        return None, none, [none] * len(docs)
     physical = np.atleast_1d(np.asarray(time_s, dtype=np.float64))
     work = physical - np.broadcast_to(np.asarray(overhead_s, dtype=np.float64), physical.shape)
     calibrated, how, used = calibrate_with(rows, docs, work, physical)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 import roofline
 from schemas.common import ErrorDetail
+from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareSpec
 from schemas.inference import (
     AttentionKind,
@@ -29,6 +30,7 @@ from schemas.inference import (
     InferenceRequest,
 )
 from schemas.models import FfnKind, ModelSpec, NormKind, Positional
+from service.calibrations.runs import CalibrationUse, for_runs, row_calibration, summary
 from service.catalogue import service as catalogue
 from service.catalogue.service import MODELS
 from service.collectives.service import device_topology
@@ -124,15 +126,16 @@ class Prepared:
     hardware_name: str
     data: int
     where: str
+    calibration: CalibrationUse | None = None  # options.calibration for this profile (None: "none")
 
 
-class _Resolver:
+class Resolver:
     """Resolves models and hardware once per distinct reference within one request (a batch repeats them)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.models: dict[str, tuple[ModelSpec, str]] = {}
-        self.hardware: dict[str, tuple[HardwareSpec, str, roofline.System]] = {}
+        self.hardware: dict[str, tuple[HardwareSpec, str, roofline.System, CalibrationUse | None]] = {}
 
     def model(self, ref: Any) -> tuple[ModelSpec, str]:
         key = ref if isinstance(ref, str) else json.dumps(ref.model_dump(mode="json"), sort_keys=True)
@@ -140,22 +143,26 @@ class _Resolver:
             self.models[key] = resolve_model(self.session, ref)
         return self.models[key]
 
-    def system(self, body: InferenceRequest) -> tuple[HardwareSpec, str, roofline.System]:
+    def system(
+        self, body: EstimateContext, where: str = "body"
+    ) -> tuple[HardwareSpec, str, roofline.System, CalibrationUse | None]:
+        """The profile, its name, the core's system (with the calibration's corrector) and the calibration use."""
         parts = body.model_dump(mode="json", include={"hardware", "hardware_patch", "options"})
         key = json.dumps(parts, sort_keys=True)
         if key not in self.hardware:
             spec, name = resolve_hardware(self.session, body)
             hw = to_core(spec, body)
             power = spec.power.tdp_w if spec.power else None
-            self.hardware[key] = (spec, name, roofline.System(hw, topologies(spec), power))
+            slug = body.hardware if isinstance(body.hardware, str) and not body.hardware_patch else None
+            use = for_runs(self.session, slug, body.options.calibration, f"{where}.options.calibration")
+            correct = use.corrector if use is not None else None
+            self.hardware[key] = (spec, name, roofline.System(hw, topologies(spec), power, correct), use)
         return self.hardware[key]
 
 
-def prepare(resolver: _Resolver, body: InferenceRequest, where: str = "body") -> Prepared:
-    if body.options.calibration != "none":
-        raise invalid(f"{where}.options.calibration", "calibrations apply to op estimates only; give none or omit it")
+def prepare(resolver: Resolver, body: InferenceRequest, where: str = "body") -> Prepared:
     model_spec, model_name = resolver.model(body.model)
-    hw_spec, hw_name, system = resolver.system(body)
+    hw_spec, hw_name, system, calibration = resolver.system(body, where)
     par = body.parallelism
     tp = par.tensor * par.pipeline
     if par.data is not None:
@@ -193,7 +200,7 @@ def prepare(resolver: _Resolver, body: InferenceRequest, where: str = "body") ->
         fused=body.implementation.fused,
         decode_samples=body.implementation.decode_samples,
     )
-    return Prepared(body, run, model_spec, model_name, hw_spec, hw_name, data, where)
+    return Prepared(body, run, model_spec, model_name, hw_spec, hw_name, data, where, calibration)
 
 
 def evaluate(prepared: Sequence[Prepared]) -> list[roofline.InferenceEstimate]:
@@ -209,12 +216,14 @@ def _phase(phase: roofline.PhaseEstimate) -> dict[str, Any]:
     total = phase.time_s
     return {
         "time_s": total,
+        "raw_time_s": phase.raw_time_s,
         "communication_time_s": sum(phase.communication_s.values()),
         "ops": [
             {
                 "op": r.name, "calls_per_pass": r.calls, "flops": r.flops, "bytes": r.bytes, "time_s": r.time_s,
                 "compute_time_s": r.compute_s, "memory_time_s": r.memory_s, "overhead_s": r.overhead_s,
-                "bound": r.bound, "share": r.time_s / total if total > 0 else 0.0,
+                "bound": r.bound, "share": r.time_s / total if total > 0 else 0.0, "raw_time_s": r.raw_time_s,
+                "calibration": row_calibration(r),
             }
             for r in phase.rows
         ],
@@ -306,13 +315,13 @@ def render(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
             "attention": run.attention,
             "fused": run.fused,
             "dtypes": vars(run.precision),
-            "calibration": "none",
+            "calibration": summary(p.calibration, {"prefill": est.prefill.rows, "decode": est.decode.rows}),
         },
     }
 
 
 def estimate(session: Session, body: InferenceRequest) -> InferenceRead:
-    prepared = prepare(_Resolver(session), body)
+    prepared = prepare(Resolver(session), body)
     return InferenceRead.model_validate(render(prepared, evaluate([prepared])[0]))
 
 
@@ -347,7 +356,7 @@ def _sweep_items(body: InferenceBatchRequest) -> tuple[list[tuple[InferenceReque
 
 
 def estimate_batch(session: Session, body: InferenceBatchRequest) -> InferenceBatchRead:
-    resolver = _Resolver(session)
+    resolver = Resolver(session)
     grid = None
     if body.items is not None:
         requests = [(item, f"body.items.{i}") for i, item in enumerate(body.items)]

@@ -9,19 +9,27 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
 from sqlalchemy.orm import Session
 
 import roofline
 from schemas.estimates import EstimateContext
+from schemas.hardware import HardwareSpec
 from schemas.inference import Dtypes, InferenceRead, InferenceRequest
 from schemas.models import ModelSpec
 from schemas.plan import Miss, Objective, PlanCandidate, PlanRead, PlanRequest, RankedBy
-from service.estimates.service import invalid, resolve_hardware, to_core
-from service.inference.service import Prepared, render, resolve_model, topologies, transformer
+from service.calibrations.runs import CalibrationUse
+from service.inference.service import Prepared, Resolver, render, resolve_model, transformer
 
 MAX_SKIPPED_LISTED = 20
+
+
+class _System(NamedTuple):
+    spec: HardwareSpec
+    name: str
+    system: roofline.System
+    calibration: CalibrationUse | None
 
 
 @dataclass
@@ -42,21 +50,20 @@ def _groups(tensor: int, pipeline: int) -> list[int]:
 
 def plan(session: Session, body: PlanRequest) -> PlanRead:
     """Estimate every configuration of the search, size each to the traffic and rank them."""
-    if body.options.calibration != "none":
-        raise invalid("body.options.calibration", "calibrations apply to op estimates only; give none or omit it")
     model_spec, model_name = resolve_model(session, body.model)
     model = transformer(model_spec, None)
     traffic, s = body.traffic, body.search
+    resolver = Resolver(session)
     systems = []
     for ref in body.hardware:
-        ctx = EstimateContext(hardware=ref, options=body.options)
-        spec, name = resolve_hardware(session, ctx)
-        power = spec.power.tdp_w if spec.power else None
-        systems.append((spec, name, roofline.System(to_core(spec, ctx), topologies(spec), power)))
+        # options.calibration per profile: "latest" is each profile's own (the physical model, with a note, for one
+        # that has none); an id must be the calibration of every profile searched.
+        spec, name, system, calibration = resolver.system(EstimateContext(hardware=ref, options=body.options))
+        systems.append(_System(spec, name, system, calibration))
 
     configs: list[_Config] = []
     skipped: list[str] = []
-    for (index, (_, name, system)), t, p, dtypes in itertools.product(
+    for (index, (_, name, system, _)), t, p, dtypes in itertools.product(
         enumerate(systems), s.tensor, s.pipeline, s.dtypes
     ):
         precision = roofline.Precision(
@@ -89,7 +96,7 @@ def plan(session: Session, body: PlanRequest) -> PlanRead:
             configs.append(_Config(index, name, t, p, batch, dtypes, run))
 
     estimates = roofline.estimate_inferences([c.run for c in configs]) if configs else []
-    priced = all(name in body.prices for _, name, _ in systems)
+    priced = all(sys.name in body.prices for sys in systems)
     candidates = [_candidate(body, c, e) for c, e in zip(configs, estimates, strict=True)]
     order = sorted(range(len(candidates)), key=lambda i: _rank(candidates[i], priced))
     feasible = [i for i in order if candidates[i].meets][: body.max_results]
@@ -175,10 +182,10 @@ def _estimate(
     est: roofline.InferenceEstimate,
     model_spec: ModelSpec,
     model_name: str,
-    systems: list[tuple[Any, str, roofline.System]],
+    systems: list[_System],
 ) -> InferenceRead:
     """The full estimate of one replica, as `POST /v1/estimate/inference` would answer it."""
-    spec = systems[c.hardware_index][0]
+    sys = systems[c.hardware_index]
     request = InferenceRequest.model_validate(
         {
             "model": model_name if isinstance(body.model, str) else body.model,
@@ -195,5 +202,5 @@ def _estimate(
             "price_per_device_hour": body.prices.get(c.hardware_name),
         }
     )
-    prepared = Prepared(request, c.run, model_spec, model_name, spec, c.hardware_name, 1, "body")
+    prepared = Prepared(request, c.run, model_spec, model_name, sys.spec, c.hardware_name, 1, "body", sys.calibration)
     return InferenceRead.model_validate(render(prepared, est))
