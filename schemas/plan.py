@@ -118,12 +118,24 @@ class PlanCandidate(BaseModel):
     time_per_output_token_s: float | None
     requests_per_s_per_replica: float
     output_tokens_per_s_per_replica: float
+    utilisation: float = Field(
+        description="Share of the fleet's capacity the traffic uses: demand / (replicas × what one replica serves)."
+    )
+    batch_fill_s: float = Field(
+        description="Time for a replica to receive `batch` requests at its share of the traffic. Batches run back to "
+        "back: time_to_first_token_s is the prefill of a full batch and does not include waiting for one to form "
+        "(no queueing or continuous batching is modelled); a fill time far above the batch's run time means a "
+        "smaller batch serves this traffic as well."
+    )
     memory_per_device_bytes: float
     capacity_bytes: float
     fits: bool
     price_per_device_hour: float | None
     cost_per_hour: float | None
-    cost_per_million_tokens: float | None
+    cost_per_million_tokens: float | None = Field(
+        description="cost_per_hour over the output tokens the traffic asks for in an hour, × 10⁶ (the fleet is paid "
+        "for whole, including capacity the traffic leaves idle)."
+    )
     meets: bool
     misses: list[Miss]
     estimate: InferenceRead | None = Field(default=None, description="The replica's whole inference estimate.")

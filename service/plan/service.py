@@ -120,18 +120,20 @@ def _candidate(body: PlanRequest, c: _Config, est: roofline.InferenceEstimate) -
     total = est.total_time_s
     requests_per_s = c.batch / total
     tokens_per_s = est.output_tokens / total
-    demand, served = (
-        (traffic.requests_per_s, requests_per_s)
-        if traffic.requests_per_s is not None
-        else (traffic.output_tokens_per_s or 0.0, tokens_per_s)
-    )
+    if traffic.requests_per_s is not None:
+        demand, served = traffic.requests_per_s, requests_per_s
+        demand_requests_per_s = traffic.requests_per_s
+    else:
+        demand, served = traffic.output_tokens_per_s or 0.0, tokens_per_s
+        demand_requests_per_s = demand / traffic.output_tokens
     replicas = max(1, math.ceil(demand / served))
     per_replica = c.tensor * c.pipeline
     devices = replicas * per_replica
     price = body.prices.get(c.hardware_name)
     cost_per_hour = price * devices if price is not None else None
-    fleet_tokens_per_s = tokens_per_s * replicas
-    cost_per_million = cost_per_hour / 3600.0 / fleet_tokens_per_s * 1e6 if cost_per_hour is not None else None
+    # The fleet is paid for whole and serves the traffic, not its capacity: cost over the tokens the traffic asks for.
+    demand_tokens_per_s = demand_requests_per_s * traffic.output_tokens
+    cost_per_million = cost_per_hour / 3600.0 / demand_tokens_per_s * 1e6 if cost_per_hour is not None else None
     mem = est.memory
     misses = []
 
@@ -156,6 +158,8 @@ def _candidate(body: PlanRequest, c: _Config, est: roofline.InferenceEstimate) -
         time_per_output_token_s=est.decode_mean_step_s,
         requests_per_s_per_replica=requests_per_s,
         output_tokens_per_s_per_replica=tokens_per_s,
+        utilisation=demand / (served * replicas),
+        batch_fill_s=c.batch * replicas / demand_requests_per_s,
         memory_per_device_bytes=mem.total_bytes,
         capacity_bytes=mem.capacity_bytes,
         fits=mem.fits,

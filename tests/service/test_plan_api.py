@@ -63,6 +63,23 @@ def test_feasible_configurations_meet_every_objective_cheapest_first(client: Tes
         assert c["replicas"] == math.ceil(10 / per_replica)
         assert c["devices"] == c["replicas"] * c["tensor"]
         assert c["cost_per_hour"] == pytest.approx(c["devices"] * BASE["prices"][c["hardware"]])
+        # The traffic asks for 10 requests/s × 128 output tokens = 1280 tokens/s, 4.608 M tokens an hour: the fleet's
+        # cost per million is its hourly cost over those, whatever capacity it leaves idle.
+        assert c["cost_per_million_tokens"] == pytest.approx(c["cost_per_hour"] / 4.608)
+        assert c["utilisation"] == pytest.approx(10 / (c["replicas"] * per_replica)) and c["utilisation"] <= 1
+        assert c["batch_fill_s"] == pytest.approx(c["batch"] / (10 / c["replicas"]))  # B at 10/replicas per second
+
+
+def test_a_token_rate_is_sized_in_tokens(client: TestClient) -> None:
+    """2560 output tokens/s of 128-token answers is 20 requests/s: replicas = ⌈2560 / (B · 128 / total time)⌉."""
+    traffic = {"output_tokens_per_s": 2560, "prompt_tokens": 1024, "output_tokens": 128}
+    r = plan(client, {**BASE, "traffic": traffic})
+    for c in r["feasible"]:
+        tokens_per_s = c["batch"] * 128 / c["estimate"]["total_time_s"]
+        assert c["output_tokens_per_s_per_replica"] == pytest.approx(tokens_per_s)
+        assert c["replicas"] == math.ceil(2560 / tokens_per_s)
+        assert c["batch_fill_s"] == pytest.approx(c["batch"] * c["replicas"] / 20)
+        assert c["cost_per_million_tokens"] == pytest.approx(c["cost_per_hour"] / (2560 * 3600) * 1e6)
 
 
 def test_without_prices_the_fewest_devices_rank_first(client: TestClient) -> None:
