@@ -82,13 +82,14 @@ def measured(root: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-def predicted() -> dict[str, dict[str, float]]:
-    """Seconds per op and phase of one layer, from the inference estimate with shipped defaults."""
+def predicted(correct: roofline.Corrector | None = None) -> dict[str, dict[str, float]]:
+    """Seconds per op and phase of one layer, from the inference estimate with shipped defaults (and a calibration's
+    corrector, `--calibrated`: its fitted fixed costs replace the timing scopes)."""
     spec = next(h for h in load_hardware() if h.slug == HARDWARE)
     model_spec = next(m for m in load_models() if m.slug == MODEL)
     scope = SCOPES["llmcompass"]
     ctx = EstimateContext(hardware=HARDWARE, options=Options(launch_overhead_s=scope.launch_s))
-    system = roofline.System(to_core(spec, ctx), topologies(spec))
+    system = roofline.System(to_core(spec, ctx), topologies(spec), correct=correct)
     model = transformer(model_spec, None)
     runs = {
         "prefill": roofline.Workload.uniform(BATCH, SEQUENCE, 1),
@@ -115,16 +116,23 @@ def predicted() -> dict[str, dict[str, float]]:
         for op, row_name in OPS:
             row = rows[row_name]
             seconds = row.time_s / row.calls
-            if row_name in CALL_SCOPE:
+            if row_name in CALL_SCOPE and correct is None:
                 seconds += SCOPES[CALL_SCOPE[row_name]].launch_s - scope.launch_s
             per_call[op] = seconds
         out[phase] = per_call
     return out
 
 
-def report(root: Path | None = None) -> dict[str, Any]:
-    """Per phase: every op's measured and predicted seconds and signed error, and the layer's (sum of the ops)."""
-    meas, pred = measured(data_dir(root)), predicted()
+def report(root: Path | None = None, calibrated: bool = False) -> dict[str, Any]:
+    """Per phase: every op's measured and predicted seconds and signed error, and the layer's (sum of the ops).
+    `calibrated`: with a calibration fitted on LLMCompass's op-level tables (bench/inference_calibration.py)."""
+    base = data_dir(root)
+    correct, fitted = None, {}
+    if calibrated:
+        from bench.inference_calibration import corrector  # the service's calibration path, only when asked for
+
+        correct, fitted = corrector(base, HARDWARE)
+    meas, pred = measured(base), predicted(correct)
     phases = {}
     for phase in FILES:
         ops: list[dict[str, Any]] = [
@@ -143,7 +151,8 @@ def report(root: Path | None = None) -> dict[str, Any]:
             "layer": {"measured_s": layer_m, "predicted_s": layer_p, "error": layer_p / layer_m - 1.0},
             "ops_within_target": sum(abs(o["error"]) <= TARGET for o in ops),
         }
-    return {"hardware": HARDWARE, "model": MODEL, "target": TARGET, "source": SOURCE, "phases": phases}
+    out = {"hardware": HARDWARE, "model": MODEL, "target": TARGET, "source": SOURCE, "phases": phases}
+    return {**out, "calibration": fitted} if calibrated else out
 
 
 def _us(seconds: float) -> str:
@@ -153,6 +162,9 @@ def _us(seconds: float) -> str:
 def render(doc: dict[str, Any]) -> Iterator[str]:
     yield f"Ridgeline inference ({doc['model']} layer, {doc['hardware']} × {TENSOR}, TP{TENSOR}, batch {BATCH}) "
     yield "against LLMCompass's measured layer; error = predicted / measured − 1"
+    if "calibration" in doc:
+        fitted = ", ".join(f"{name} ({rows} rows)" for name, rows in doc["calibration"].items())
+        yield f"calibrated on LLMCompass's op-level tables: {fitted}"
     for phase, body in doc["phases"].items():
         yield ""
         yield f"{phase}: {body['ops_within_target']}/{len(body['ops'])} ops within ±{doc['target']:.0%}"
@@ -175,9 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.validate_inference", description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=None, help="validation data (default ../shared/validation)")
     parser.add_argument("--json", type=Path, default=None, help="also write the report as JSON to this path")
+    parser.add_argument(
+        "--calibrated", action="store_true", help="with a calibration fitted on LLMCompass's op-level A100 tables"
+    )
     args = parser.parse_args(argv)
     try:
-        doc = report(args.data)
+        doc = report(args.data, args.calibrated)
     except MissingData as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
