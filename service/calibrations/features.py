@@ -4,6 +4,7 @@ must match for two measurements to be neighbours) and its sizes (log2 of every s
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, get_args
 
 import numpy as np
@@ -85,19 +86,34 @@ _FIELD_NAMES = {"access": "memory_access"}
 
 
 def template_of(op: str, static: dict[str, Any], sizes: dict[str, Any]) -> dict[str, Any] | None:
-    """The stored form (schemas.benchmarks.ResultOp as JSON, every size 1) of the ops an inference run evaluates as
-    one group (`roofline.OpGroup`: a `roofline._ops` function and its keyword arguments, or a collective); None when
-    no op kind describes them (a dtype or flag the schemas do not take)."""
+    """The stored form (schemas.benchmarks.ResultOp as JSON) of the ops an inference run evaluates as one group
+    (`roofline.OpGroup`: a `roofline._ops` function and its keyword arguments, or a collective), with every feature
+    size 1 and every other field set; None when no op kind describes them (a dtype or flag the schemas do not take,
+    or a field that is part of the variant, such as attention's kv_heads, varying within the group)."""
     if op == "collective":
-        doc: dict[str, Any] = {"kind": "collective", **static, "bytes": 1}
+        fields: dict[str, Any] = dict(static)
+        kind = "collective"
     else:
         fields = {_FIELD_NAMES.get(k, k): (list(v) if isinstance(v, tuple) else v) for k, v in static.items()}
         kind = op
         if op == "layernorm":
             kind = "rmsnorm" if fields.pop("rms", False) else "layernorm"
-        doc = {"kind": kind, **fields, **dict.fromkeys(sizes, 1)}
+    cls = OP_CLASSES.get(kind)
+    if cls is None:
+        return None
+    features = set(feature_names(cls))
+    for name, values in sizes.items():
+        column = np.asarray(values, dtype=np.float64).reshape(-1)
+        if name in features:
+            # The first point, whole: it satisfies the schema's cross-field rules (kv_heads divides heads); the
+            # features themselves come from every point (`describe_sized`).
+            fields[name] = max(1, math.ceil(np.nan_to_num(column[0], nan=1.0, posinf=1.0))) if column.size else 1
+            continue
+        if column.size and np.any(column != column[0]):
+            return None  # a variant field must be one value for the group
+        fields[name] = float(column[0]) if column.size else 1
     try:
-        out: dict[str, Any] = _RESULT_OP.dump_python(_RESULT_OP.validate_python(doc), mode="json")
+        out: dict[str, Any] = _RESULT_OP.dump_python(_RESULT_OP.validate_python({"kind": kind, **fields}), mode="json")
     except ValidationError:
         return None
     return out

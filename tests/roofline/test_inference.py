@@ -422,3 +422,42 @@ def test_deepseek_v3_latent_attention_caches_a_576_value_latent() -> None:
     assert "kv_up_projection" in rows(est.prefill)  # the prefill projects the latent up and attends as MHA
     with pytest.raises(Unprocessable, match="multi-head latent attention"):
         transformer(MODELS["deepseek-v3"], AttentionOverride(kind=AttentionKind.mqa))
+
+
+# --- corrections (calibration) -----------------------------------------------------------------------------------
+
+
+def test_a_corrector_sees_every_op_group_once_and_its_times_are_what_is_summed() -> None:
+    """A corrector that doubles every op's and collective's time: the pipeline timeline is homogeneous in the op
+    times (max(m·τ, p·(τ + send)), (m + p − 1)·τ + (p − 1)·send), so every phase, row, step and communication figure
+    doubles exactly, and the raw figures are the uncorrected run's."""
+    seen: list[inf.OpGroup] = []
+
+    def double(group: inf.OpGroup) -> inf.Corrected:
+        seen.append(group)
+        assert group.work_s.shape == group.time_s.shape and np.all(group.work_s <= group.time_s)
+        return inf.Corrected(2 * group.time_s, np.ones(group.time_s.size, dtype=np.int64), f"x2 {group.op}")
+
+    model = transformer(MODELS["llama-3-70b"], None)
+    plain = system("h100-sxm")
+    doubled = replace(plain, correct=double)
+    wl = inf.Workload(np.array([512, 300]), np.array([40, 9]), np.array([5, 3]))  # two kinds of request
+    par = inf.Parallelism(tensor=2, pipeline=4, micro_batches=4)
+    raw, got = (
+        inf.estimate_inference(inf.InferenceRun(model, s, wl, par, decode_samples=16)) for s in (plain, doubled)
+    )
+    # One call per group of alike ops (not per layer or step): a few dozen, collectives included.
+    assert 0 < len(seen) < 40 and {g.op for g in seen} >= {"matmul", "attention", "layernorm", "collective"}
+    reduce = next(g for g in seen if g.op == "collective" and g.static["collective"] == "all_reduce")
+    assert reduce.static == {"collective": "all_reduce", "devices": 2, "dtype": "bf16"}
+    for phase in ("prefill", "decode"):
+        a, b = getattr(raw, phase), getattr(got, phase)
+        assert b.time_s == pytest.approx(2 * a.time_s, rel=1e-12) and b.raw_time_s == pytest.approx(a.time_s)
+        assert a.raw_time_s is None
+        for name, row in rows(b).items():
+            assert row.time_s == pytest.approx(2 * rows(a)[name].time_s, rel=1e-12), (phase, name)
+            assert row.raw_time_s == pytest.approx(rows(a)[name].time_s, rel=1e-12), (phase, name)
+            if name not in ("pipeline_send", "pipeline_bubble"):
+                assert row.corrections and all(m == 1 and label.startswith("x2 ") for label, m in row.corrections)
+        assert b.communication_s["tensor_parallel"] == pytest.approx(2 * a.communication_s["tensor_parallel"])
+    assert got.decode_mean_step_s == pytest.approx(2 * (raw.decode_mean_step_s or 0.0), rel=1e-12)
