@@ -71,9 +71,28 @@ def counts(engine: Engine) -> tuple[int, int, int]:
     return runs, results, distinct
 
 
-def patient_client(url: str, token: str) -> RidgelineClient:
+class RecordingTransport(httpx.HTTPTransport):
+    """Real HTTP, with every status (0 for a connection error) kept for the test to look at."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statuses: list[int] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = super().handle_request(request)
+        except httpx.TransportError:
+            self.statuses.append(0)
+            raise
+        self.statuses.append(response.status_code)
+        return response
+
+
+def patient_client(url: str, token: str, transport: httpx.BaseTransport | None = None) -> RidgelineClient:
     # Retries for ~30 s: long enough for `ridgeline serve` to restart (8-10 s on the loaded 2-core machine).
-    return RidgelineClient(url, token, timeout_s=60, retry=RetryPolicy(attempts=60, base_s=0.1, max_s=0.5))
+    return RidgelineClient(
+        url, token, timeout_s=60, retry=RetryPolicy(attempts=60, base_s=0.1, max_s=0.5), transport=transport
+    )
 
 
 # --- SIGKILL in the middle of a 10 000-result upload -------------------------------------------------------------
@@ -185,19 +204,25 @@ def _wait_for_blocked_copy(conn: Any, timeout_s: float = 60.0) -> None:
     pytest.fail("the upload never reached its insert")
 
 
-@pytest.mark.parametrize("kill_at", ["body", "insert", "answer"])
-def test_sigkill_during_a_ten_thousand_result_upload(kill_at: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("backend", "kill_at"),
+    [("postgresql", "body"), ("postgresql", "insert"), ("postgresql", "answer"), ("sqlite", "body"),
+     ("sqlite", "answer")],
+)  # fmt: skip
+def test_sigkill_during_a_ten_thousand_result_upload(backend: str, kill_at: str, tmp_path: Path) -> None:
     """The worker's spool and client send one 10 000-result batch through a proxy; the server is SIGKILLed while the
     request is in flight (reading the body / inside the insert, the results' COPY held on a lock / after the commit,
     before the answer reaches the client); a new server starts on the same database and port while the client is
-    still retrying. Afterwards: exactly one run of 10 000 results, none twice."""
-    schema = PostgresSchema()
-    admin = create_engine(schema.url)
+    still retrying. Afterwards: exactly one run of 10 000 results, none twice. (The insert is held on a PostgreSQL
+    table lock, so that case runs on PostgreSQL only.)"""
+    schema = PostgresSchema() if backend == "postgresql" else None
+    url = schema.url if schema is not None else f"sqlite:///{tmp_path / 'fault.db'}"
+    admin = create_engine(url)
     servers: list[LiveServer] = []
     proxy: FaultProxy | None = None
     try:
         port = free_port()
-        env = {**os.environ, "RIDGELINE_DATABASE_URL": schema.url}
+        env = {**os.environ, "RIDGELINE_DATABASE_URL": url}
 
         def start(name: str) -> LiveServer:
             (tmp_path / name).mkdir()
@@ -207,7 +232,7 @@ def test_sigkill_during_a_ten_thousand_result_upload(kill_at: str, tmp_path: Pat
             return server
 
         first = start("first")
-        token = make_key(schema.url, "fault-sigkill")
+        token = make_key(url, "fault-sigkill")
         proxy = FaultProxy(port, "pass" if kill_at == "insert" else kill_at, lambda: first.proc.send_signal(9))
         spool = Spool(tmp_path / "spool")
         entry = spool.put(ten_thousand_results())
@@ -248,7 +273,8 @@ def test_sigkill_during_a_ten_thousand_result_upload(kill_at: str, tmp_path: Pat
         for server in servers:
             server.stop()
         admin.dispose()
-        schema.drop()
+        if schema is not None:
+            schema.drop()
 
 
 # --- SIGTERM: graceful shutdown finishes the upload in flight -----------------------------------------------------
@@ -403,8 +429,10 @@ def test_postgresql_restarted_under_traffic(private_cluster: PrivateCluster, tmp
         uploads: list[dict[str, Any]] = []
         upload_errors: list[str] = []
 
+        recorder = RecordingTransport()
+
         def uploader() -> None:
-            client = patient_client(server.url, token)
+            client = patient_client(server.url, token, recorder)
             try:
                 for batch in range(40):
                     body = {"hardware": A100, "host": "fault-test", "software": {}, "timing_scope": "kernel",
@@ -446,6 +474,7 @@ def test_postgresql_restarted_under_traffic(private_cluster: PrivateCluster, tmp
         assert after and all(r[2] == 200 for r in after)
 
         assert len(uploads) == 40 and all(u["results"] == 100 for u in uploads)
+        assert 503 in recorder.statuses and set(recorder.statuses) <= {201, 503}  # uploads met the outage, retried
         admin = make_engine(private_cluster.url)
         assert counts(admin) == (40, 4000, 4000)
     finally:
