@@ -6,13 +6,13 @@ result is an op (the same JSON object as `/v1/estimate/op`'s `op`, or a `collect
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, ValidationInfo, field_validator
 
-from schemas.common import Dtype, InputModel, ShortText
+from schemas import limits
+from schemas.common import Dtype, InputModel, ShortText, UtcDatetime
 from schemas.ops import (
     Activation,
     Attention,
@@ -28,7 +28,7 @@ from schemas.ops import (
     Softmax,
 )
 
-MAX_RESULTS = 10_000
+MAX_RESULTS = limits.MAX_RESULTS
 Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False, description="Seconds, 0 < t ≤ 3600.")]
 
 
@@ -58,8 +58,10 @@ class Collective(InputModel):
 
     kind: Literal["collective"] = "collective"
     collective: CollectiveKind
-    bytes: Annotated[int, Field(gt=0, le=1 << 44, description="Message size in bytes (nccl-tests convention).")]
-    devices: Annotated[int, Field(ge=2, le=65_536)]
+    bytes: Annotated[
+        int, Field(gt=0, le=limits.MAX_MESSAGE_BYTES, description="Message size in bytes (nccl-tests convention).")
+    ]
+    devices: Annotated[int, Field(ge=2, le=limits.MAX_DEVICES)]
     dtype: Dtype = Dtype.bf16
 
 
@@ -90,7 +92,7 @@ class BenchmarkResultCreate(InputModel):
     median_s: Seconds
     p10_s: Seconds | None = Field(default=None, description="10th percentile of the repeats; at most median_s.")
     p90_s: Seconds | None = Field(default=None, description="90th percentile of the repeats; at least median_s.")
-    repeats: Annotated[int, Field(ge=1, le=1_000_000_000)] = 1
+    repeats: Annotated[int, Field(ge=1, le=limits.MAX_REPEATS)] = 1
 
     @field_validator("p10_s")
     @classmethod
@@ -110,7 +112,7 @@ class BenchmarkResultCreate(InputModel):
 
 
 class BenchmarkRunCreate(InputModel):
-    hardware: Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)] = Field(
+    hardware: ShortText = Field(
         description="A catalogue slug (a100-sxm-80gb), or the device's own description (`NVIDIA A100-SXM4-80GB`, "
         "`TPU v5 lite`), which the service maps to a profile as GET /v1/hardware/resolve does."
     )
@@ -135,7 +137,7 @@ class BenchmarkRunCreated(BaseModel):
     calibrated: int = Field(description="Results with a calibrated prediction too.")
     calibration_id: int | None = None
     median_measured_over_predicted: float | None = None
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 class BenchmarkRunRead(BaseModel):
@@ -148,7 +150,7 @@ class BenchmarkRunRead(BaseModel):
     results: int
     median_measured_over_predicted: float | None
     api_key: str | None = Field(default=None, description="Name of the key that uploaded the run.")
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 class BenchmarkResultRead(BaseModel):

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, StringConstraints
 
 from schemas.benchmarks import TimingScope
-from schemas.common import Dtype, InputModel, Slug
+from schemas.common import Dtype, InputModel, Slug, UtcDatetime
 
 OpFamily = Annotated[str, StringConstraints(min_length=1, max_length=20, pattern=r"^[a-z_]+$")]
 
@@ -72,7 +72,7 @@ class CalibrationRead(BaseModel):
     groups: list[CalibrationGroup]
     before: ErrorStats = Field(description="All held-out results, physical model.")
     after: ErrorStats = Field(description="All held-out results, calibrated.")
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 class AccuracyCase(BaseModel):

@@ -8,17 +8,28 @@ algbw × 2(n−1)/n for all_reduce, × (n−1)/n for all_gather, reduce_scatter 
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails
 
-from schemas.common import Fraction, InputModel, PositiveFloat, PositiveInt
+from schemas import limits
+from schemas.common import Fraction, InputModel, PositiveFloat
 from schemas.estimates import HardwareRef
 
-NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Devices = Annotated[int, Field(ge=2, le=1_000_000)]
+NonNegativeFloat = Annotated[float, Field(ge=0, le=limits.MAX_SECONDS, allow_inf_nan=False)]
+Devices = Annotated[int, Field(ge=2, le=limits.MAX_DEVICES)]
+MessageBytes = Annotated[float, Field(gt=0, le=limits.MAX_MESSAGE_BYTES, allow_inf_nan=False)]
 BYTES_DESCRIPTION = (
     "Message size in bytes, nccl-tests convention: the gathered output (all_gather), each rank's total input "
     "(reduce_scatter, all_reduce), each rank's whole send buffer (all_to_all), the buffer (broadcast, reduce), "
@@ -71,7 +82,7 @@ class LinkOverrides(InputModel):
 
 
 class TorusAxis(InputModel):
-    size: PositiveInt = Field(le=1_000_000)
+    size: int = Field(ge=1, le=limits.MAX_DEVICES)
     wraparound: bool = Field(default=False, description="A full ring along this axis (both directions usable).")
 
 
@@ -83,6 +94,17 @@ class FlatTopology(LinkOverrides):
     collective_axes: list[Annotated[int, Field(ge=0, le=7)]] | None = Field(
         default=None, min_length=1, max_length=8, description="Torus: indices of the axes the collective runs over."
     )
+
+    @field_validator("axes")
+    @classmethod
+    def _slice_size(cls, axes: list[TorusAxis] | None) -> list[TorusAxis] | None:
+        devices = math.prod(axis.size for axis in axes or [])
+        if devices > limits.MAX_DEVICES:
+            raise ValueError(f"the axes make a torus of {devices} devices; at most {limits.MAX_DEVICES} are allowed")
+        return axes
+
+    def device_count(self) -> int:
+        return math.prod(axis.size for axis in self.axes or []) if self.kind == "torus" else self.devices or 0
 
     @model_validator(mode="after")
     def _shape(self) -> FlatTopology:
@@ -107,6 +129,15 @@ class HierarchicalTopology(InputModel):
     inner: FlatTopology
     outer: FlatTopology
 
+    @field_validator("outer")
+    @classmethod
+    def _size(cls, outer: FlatTopology, info: ValidationInfo) -> FlatTopology:
+        inner = info.data.get("inner")
+        devices = outer.device_count() * (inner.device_count() if inner is not None else 1)
+        if devices > limits.MAX_DEVICES:
+            raise ValueError(f"inner × outer is {devices} devices; at most {limits.MAX_DEVICES} are allowed")
+        return outer
+
 
 TopologySpec = Annotated[FlatTopology | HierarchicalTopology, Field(discriminator="kind")]
 
@@ -115,7 +146,7 @@ class CollectiveRequest(InputModel):
     """A collective on `devices` devices of a hardware profile's own fabric, or on an explicit `topology`."""
 
     op: CollectiveOp
-    bytes: PositiveFloat = Field(description=BYTES_DESCRIPTION)
+    bytes: MessageBytes = Field(description=BYTES_DESCRIPTION)
     algorithm: Algorithm = Field(default=Algorithm.auto, description="auto: the fastest that applies (named).")
     hardware: HardwareRef | None = None
     hardware_patch: dict[str, Any] | None = Field(

@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from schemas import limits
 
 T = TypeVar("T")
 
-# Positive, finite numbers: JSON parsers in Python accept NaN and Infinity, so say no explicitly.
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Positive, finite numbers: JSON parsers in Python accept NaN and Infinity, so say no explicitly. The range is
+# physical (schemas.limits says why): outside it divisions overflow, and an estimate would come back as infinity.
+PositiveFloat = Annotated[float, Field(ge=limits.MIN_POSITIVE, le=limits.MAX_POSITIVE, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(gt=0, le=2**62)]
-Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=limits.MIN_FRACTION, le=1, allow_inf_nan=False)]
 Slug = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]*$"),
+    StringConstraints(min_length=1, max_length=limits.SLUG_LENGTH, pattern=r"^[a-z0-9][a-z0-9._-]*$"),
     Field(description="Lower-case identifier: letters, digits, '.', '_' and '-', at most 64 characters."),
 ]
-ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
-LongText = Annotated[str, StringConstraints(min_length=1, max_length=2000, strip_whitespace=True)]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=limits.NAME_LENGTH, strip_whitespace=True)]
+LongText = Annotated[str, StringConstraints(min_length=1, max_length=limits.TEXT_LENGTH, strip_whitespace=True)]
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+# Timestamps are stored in UTC, but SQLite hands them back without an offset, and RFC 3339 (OpenAPI's `date-time`)
+# requires one: a response's timestamps always carry theirs.
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
 
 
 class InputModel(BaseModel):
@@ -45,9 +58,11 @@ class Dtype(StrEnum):
 class Source(InputModel):
     """A citation: a datasheet, a paper, a repository file at a commit, or a measurement."""
 
-    key: Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+    key: Annotated[
+        str, StringConstraints(min_length=1, max_length=limits.KEY_LENGTH, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    ]
     title: LongText
-    url: Annotated[str, StringConstraints(max_length=500)] | None = None
+    url: Annotated[str, StringConstraints(max_length=limits.URL_LENGTH)] | None = None
 
 
 class Page(BaseModel, Generic[T]):

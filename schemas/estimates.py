@@ -19,11 +19,12 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
+from schemas import limits
 from schemas.common import Fraction, InputModel
 from schemas.hardware import HardwareCreate
 from schemas.ops import Op
 
-MAX_POINTS = 100_000
+MAX_POINTS = limits.MAX_SWEEP_POINTS
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
 
@@ -34,7 +35,8 @@ def _hardware_tag(value: Any) -> str:
 # A callable discriminator: an object is validated as a profile only, so its errors are not mixed with
 # "Input should be a valid string" from the slug branch.
 HardwareRef = Annotated[
-    Annotated[str, Tag("slug")] | Annotated[HardwareCreate, Tag("profile")],
+    Annotated[str, Field(min_length=1, max_length=limits.SLUG_LENGTH), Tag("slug")]
+    | Annotated[HardwareCreate, Tag("profile")],
     Discriminator(_hardware_tag),
     Field(
         description="A catalogue slug (e.g. h100-sxm), or a whole inline profile (the body POST /v1/hardware takes)."
@@ -86,7 +88,7 @@ class Options(InputModel):
     matmul_efficiency: Fraction | None = None
     vector_efficiency: Fraction | None = None
     memory_efficiency: Fraction | None = None
-    calibration: Literal["none", "latest"] | Annotated[int, Field(ge=1)] = Field(
+    calibration: Literal["none", "latest"] | Annotated[int, Field(ge=1, le=2**31 - 1)] = Field(
         default="none",
         description='"none" (the physical model), "latest" (the newest calibration of this hardware profile) or a '
         "calibration id (POST /v1/calibrations). Where the calibration does not reach, the physical model is used "
@@ -127,9 +129,12 @@ class EstimateOpRequest(EstimateContext):
 
 class Sweep(InputModel):
     op: Op = Field(description="The base op; fields named in `vary` are replaced by each value of the grid.")
-    vary: dict[str, Annotated[list[FiniteFloat], Field(min_length=1)]] = Field(
+    vary: dict[
+        Annotated[str, Field(max_length=limits.FIELD_PATH_LENGTH)],
+        Annotated[list[FiniteFloat], Field(min_length=1, max_length=MAX_POINTS)],
+    ] = Field(
         min_length=1,
-        max_length=6,
+        max_length=limits.MAX_SWEEP_FIELDS,
         description="Field name → values; the grid is their Cartesian product (at most 100 000 points).",
     )
 
@@ -143,7 +148,7 @@ class Sweep(InputModel):
 
 
 class EstimateOpsRequest(EstimateContext):
-    ops: list[Op] | None = Field(default=None, max_length=10_000, description="Ops estimated one by one.")
+    ops: list[Op] | None = Field(default=None, max_length=limits.MAX_OPS, description="Ops estimated one by one.")
     sweep: Sweep | None = None
 
     @model_validator(mode="after")

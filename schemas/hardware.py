@@ -9,23 +9,29 @@ Every number must be traced to a source: `sources` lists citations and `figure_s
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, model_validator
 
+from schemas import limits
 from schemas.common import (
     Dtype,
     Fraction,
     InputModel,
     LongText,
     PositiveFloat,
-    PositiveInt,
     ShortText,
     Slug,
     Source,
+    UtcDatetime,
 )
+
+# Counts of a device's parts, bounded (schemas.limits): wave and tile arithmetic divides and multiplies by them.
+Units = Annotated[int, Field(ge=1, le=limits.MAX_COMPUTE_UNITS)]
+PartCount = Annotated[int, Field(ge=1, le=limits.MAX_UNIT_COUNT)]
+Capacity = Annotated[int, Field(ge=1, le=limits.MAX_CAPACITY_BYTES)]
+DeviceCount = Annotated[int, Field(ge=1, le=limits.MAX_DEVICES)]
 
 
 class Vendor(StrEnum):
@@ -54,30 +60,31 @@ class Topology(StrEnum):
 class Tile(InputModel):
     """An output tile (thread-block / CTA tile, or an MXU pass) a matmul library may choose."""
 
-    m: PositiveInt
-    n: PositiveInt
+    m: PartCount
+    n: PartCount
 
 
 class MatrixUnit(InputModel):
     """The matrix engine (tensor cores, MXU, AMX/AVX-512 FMA) and what tile/wave quantization needs."""
 
     name: ShortText
-    per_compute_unit: PositiveInt = Field(description="Matrix units per compute unit (tensor cores per SM).")
+    per_compute_unit: PartCount = Field(description="Matrix units per compute unit (tensor cores per SM).")
     tile_candidates: list[Tile] = Field(
         min_length=1,
+        max_length=limits.MAX_LIST,
         description="Output tiles a library heuristic picks among; tiles = ceil(M/tm)*ceil(N/tn).",
     )
-    concurrent_tiles_per_unit: PositiveInt = Field(
+    concurrent_tiles_per_unit: PartCount = Field(
         default=1, description="Tiles resident on one compute unit at once; a wave is units × this many tiles."
     )
-    alignment_bytes: PositiveInt = Field(
+    alignment_bytes: PartCount = Field(
         description="Dimensions that are multiples of this many bytes load with full-width vector accesses."
     )
 
 
 class Compute(InputModel):
     unit_name: ShortText = Field(description="What a compute unit is called: SM, CU, TensorCore, core.")
-    units: PositiveInt = Field(description="Compute units per device (SMs, CUs, TensorCores, cores).")
+    units: Units = Field(description="Compute units per device (SMs, CUs, TensorCores, cores).")
     clock_hz: PositiveFloat | None = None
     matrix_unit: MatrixUnit | None = None
     matrix_flops_per_s: dict[Dtype, PositiveFloat] = Field(
@@ -94,7 +101,7 @@ class Compute(InputModel):
         description="Instruction-set generation, e.g. sm_80 (CUDA compute capability 8.0): selects per-architecture "
         "measured costs such as XLA's elementwise ALU costs.",
     )
-    threads_per_unit: PositiveInt | None = Field(
+    threads_per_unit: PartCount | None = Field(
         default=None,
         description="Resident threads per compute unit (CUDA: maximum threads per SM); with the device memory's "
         "latency it bounds the bandwidth a kernel with few bytes in flight per thread reaches (Little's law).",
@@ -109,7 +116,7 @@ class Compute(InputModel):
 
 class MemoryLevel(InputModel):
     name: ShortText = Field(description="HBM3, GDDR6, DDR5, L2, CMEM, shared memory, VMEM…")
-    capacity_bytes: PositiveInt
+    capacity_bytes: Capacity
     bandwidth_bytes_per_s: PositiveFloat | None = None
     latency_s: PositiveFloat | None = Field(
         default=None, description="Load latency under load, seconds (device memory: HBM/GDDR round trip)."
@@ -150,16 +157,16 @@ class Link(InputModel):
     bandwidth_per_direction_bytes_per_s: PositiveFloat = Field(
         description="What one device can send (and at the same time receive) over this fabric, all links together."
     )
-    links: PositiveInt | None = Field(default=None, description="Links (ports) per device on this fabric.")
+    links: PartCount | None = Field(default=None, description="Links (ports) per device on this fabric.")
     link_bandwidth_per_direction_bytes_per_s: PositiveFloat | None = None
     hop_latency_s: PositiveFloat = Field(description="Latency of one hop / one step of a collective, seconds.")
-    domain_devices: PositiveInt | None = Field(
+    domain_devices: DeviceCount | None = Field(
         default=None, description="Devices reachable on this fabric: GPUs per NVLink domain, chips per TPU pod."
     )
-    torus_dims: list[PositiveInt] | None = Field(
-        default=None, description="Largest torus shape (TPU pod or slice), one size per axis."
+    torus_dims: list[DeviceCount] | None = Field(
+        default=None, max_length=8, description="Largest torus shape (TPU pod or slice), one size per axis."
     )
-    wraparound_axis_multiple: PositiveInt | None = Field(
+    wraparound_axis_multiple: DeviceCount | None = Field(
         default=None,
         description="A torus axis has wraparound links only when its size is a multiple of this (16 on v5e/v6e: "
         "only full axes; 4 on v4/v5p: whole cubes joined by optical switches).",
@@ -194,12 +201,17 @@ class HardwareSpec(InputModel):
     efficiency: Efficiency
     interconnect: Interconnect = Field(default_factory=Interconnect)
     power: Power | None = None
-    sources: list[Source] = Field(min_length=1)
-    figure_sources: dict[str, str] = Field(
+    sources: list[Source] = Field(min_length=1, max_length=limits.MAX_SOURCES)
+    figure_sources: dict[
+        Annotated[str, Field(max_length=limits.FIELD_PATH_LENGTH)], Annotated[str, Field(max_length=limits.KEY_LENGTH)]
+    ] = Field(
         min_length=1,
+        max_length=limits.MAX_SOURCES,
         description="Dotted field path or prefix → source key. Every number in the profile must be covered.",
     )
-    notes: list[LongText] = Field(default_factory=list, description="Conflicts between sources and how we chose.")
+    notes: list[LongText] = Field(
+        default_factory=list, max_length=limits.MAX_SOURCES, description="Conflicts between sources and how we chose."
+    )
 
     @model_validator(mode="after")
     def _every_figure_has_a_source(self) -> HardwareSpec:
@@ -213,8 +225,8 @@ class HardwareCreate(HardwareSpec):
 
 class HardwareRead(HardwareCreate):
     builtin: bool = Field(description="Built-in catalogue entries are read-only through the API.")
-    created_at: datetime
-    updated_at: datetime
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
 
 
 class HardwareSummary(BaseModel):

@@ -24,14 +24,16 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from schemas.common import InputModel, PositiveFloat, PositiveInt
+from schemas import limits
+from schemas.common import InputModel, PositiveFloat
 from schemas.estimates import EstimateContext
 from schemas.models import ModelCreate
 from schemas.ops import AttentionImpl
 
-Tokens = Annotated[int, Field(gt=0, le=1 << 21, description="Tokens, 1 … 2 097 152.")]
-Degree = Annotated[int, Field(ge=1, le=4096)]
-MAX_BATCH_ITEMS = 1000
+Tokens = Annotated[int, Field(gt=0, le=limits.MAX_TOKENS, description="Tokens, 1 … 2 097 152.")]
+Degree = Annotated[int, Field(ge=1, le=limits.MAX_DEGREE)]
+MAX_BATCH_ITEMS = limits.MAX_BATCH_ITEMS
+SlugRef = Annotated[str, Field(min_length=1, max_length=limits.SLUG_LENGTH)]
 
 
 def _model_tag(value: Any) -> str:
@@ -39,7 +41,7 @@ def _model_tag(value: Any) -> str:
 
 
 ModelRef = Annotated[
-    Annotated[str, Tag("slug")] | Annotated[ModelCreate, Tag("config")],
+    Annotated[SlugRef, Tag("slug")] | Annotated[ModelCreate, Tag("config")],
     Discriminator(_model_tag),
     Field(
         description="A catalogue slug (e.g. llama-3-70b), or a whole inline config (the body POST /v1/models takes)."
@@ -119,7 +121,9 @@ class AttentionOverride(InputModel):
     """A what-if on the model's attention: MHA (KV heads = heads), MQA (one KV head) or GQA with `kv_heads`."""
 
     kind: AttentionKind
-    kv_heads: PositiveInt | None = Field(default=None, description="For gqa: KV heads (must divide the heads).")
+    kv_heads: Annotated[int, Field(ge=1, le=limits.MAX_HEADS)] | None = Field(
+        default=None, description="For gqa: KV heads (must divide the heads)."
+    )
 
     @model_validator(mode="after")
     def _kv_heads_for_gqa(self) -> AttentionOverride:
@@ -138,7 +142,7 @@ class Implementation(InputModel):
         description="Bias, activation and residual add in the matmul epilogues and rotary inside attention; "
         "false: each its own kernel.",
     )
-    decode_samples: Annotated[int, Field(ge=16, le=1 << 17)] = Field(
+    decode_samples: Annotated[int, Field(ge=16, le=limits.MAX_DECODE_SAMPLES)] = Field(
         default=2048,
         description="Decode steps evaluated one by one up to this many; beyond, this many evenly spaced steps "
         "with the steps between them interpolated (exactly summed).",
@@ -155,7 +159,7 @@ class ParallelismSpec(InputModel):
         default=1,
         description="Expert parallelism (MoE): experts spread over this many devices of the tensor × data group.",
     )
-    micro_batches: Annotated[int, Field(ge=1, le=1 << 20)] | None = Field(
+    micro_batches: Annotated[int, Field(ge=1, le=limits.MAX_BATCH)] | None = Field(
         default=None, description="Pipeline micro-batches; default min(batch, pipeline)."
     )
 
@@ -169,10 +173,10 @@ class InferenceWorkload(InputModel):
     """`batch` requests of `prompt_tokens` and `output_tokens` each, or a list of `requests` of their own lengths,
     decoded together by each replica. The prefill produces each request's first output token."""
 
-    batch: Annotated[int, Field(ge=1, le=1 << 20)] | None = None
+    batch: Annotated[int, Field(ge=1, le=limits.MAX_BATCH)] | None = None
     prompt_tokens: Tokens | None = None
     output_tokens: Tokens | None = None
-    requests: list[RequestShape] | None = Field(default=None, min_length=1, max_length=4096)
+    requests: list[RequestShape] | None = Field(default=None, min_length=1, max_length=limits.MAX_WORKLOAD_REQUESTS)
 
     @model_validator(mode="after")
     def _one_form(self) -> InferenceWorkload:
@@ -209,9 +213,15 @@ SWEEPABLE = (
 
 class InferenceSweep(InputModel):
     base: InferenceRequest
-    vary: dict[str, Annotated[list[str | int | bool], Field(min_length=1, max_length=1000)]] = Field(
+    vary: dict[
+        Annotated[str, Field(max_length=limits.FIELD_PATH_LENGTH)],
+        Annotated[
+            list[Annotated[str, Field(max_length=limits.SLUG_LENGTH)] | int | bool],
+            Field(min_length=1, max_length=MAX_BATCH_ITEMS),
+        ],
+    ] = Field(
         min_length=1,
-        max_length=6,
+        max_length=limits.MAX_SWEEP_FIELDS,
         description="Field path → values; one run per point of their Cartesian product (at most 1000). Paths: "
         + ", ".join(SWEEPABLE)
         + ".",

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, Field, model_validator
 
-from schemas.common import InputModel, LongText, PositiveFloat, PositiveInt, ShortText, Slug, Source
+from schemas import limits
+from schemas.common import InputModel, LongText, PositiveFloat, ShortText, Slug, Source, UtcDatetime
+
+# Model shapes: generous (the largest published models are ~130 layers, hidden 25 600, vocab 256 000) but bounded,
+# since the inference model allocates per layer and multiplies sizes together (schemas.limits).
+Size = Annotated[int, Field(ge=1, le=limits.MAX_DIM)]
+Layers = Annotated[int, Field(ge=1, le=limits.MAX_LAYERS)]
+Heads = Annotated[int, Field(ge=1, le=limits.MAX_HEADS)]
+ContextTokens = Annotated[int, Field(ge=1, le=limits.MAX_CONTEXT_TOKENS)]
 
 
 class FfnKind(StrEnum):
@@ -35,10 +43,10 @@ class Positional(StrEnum):
 
 
 class Moe(InputModel):
-    experts: PositiveInt = Field(description="Routed experts per MoE layer.")
-    top_k: PositiveInt = Field(description="Routed experts each token uses.")
+    experts: Heads = Field(description="Routed experts per MoE layer.")
+    top_k: Heads = Field(description="Routed experts each token uses.")
     shared_experts: int = Field(default=0, ge=0, le=64, description="Experts every token uses (DeepSeek).")
-    expert_ffn_size: PositiveInt = Field(description="FFN intermediate size of one expert.")
+    expert_ffn_size: Size = Field(description="FFN intermediate size of one expert.")
     dense_layers: int = Field(
         default=0, ge=0, le=100_000, description="Leading layers with a dense FFN (ffn_size) instead of experts."
     )
@@ -53,34 +61,34 @@ class Moe(InputModel):
 class Mla(InputModel):
     """DeepSeek multi-head latent attention (DeepSeek-V2 paper §2.1): the KV cache holds a compressed latent."""
 
-    kv_lora_rank: PositiveInt
-    q_lora_rank: PositiveInt | None = None
-    qk_rope_head_dim: PositiveInt
-    qk_nope_head_dim: PositiveInt
-    v_head_dim: PositiveInt
+    kv_lora_rank: Size
+    q_lora_rank: Size | None = None
+    qk_rope_head_dim: Size
+    qk_nope_head_dim: Size
+    v_head_dim: Size
 
 
 class ModelSpec(InputModel):
     name: ShortText
     family: ShortText
-    layers: PositiveInt
-    hidden_size: PositiveInt
-    heads: PositiveInt = Field(description="Query heads.")
-    kv_heads: PositiveInt = Field(description="Key/value heads: = heads for MHA, 1 for MQA, between for GQA.")
-    head_dim: PositiveInt
-    ffn_size: PositiveInt = Field(description="FFN intermediate size of a dense layer.")
+    layers: Layers
+    hidden_size: Size
+    heads: Heads = Field(description="Query heads.")
+    kv_heads: Heads = Field(description="Key/value heads: = heads for MHA, 1 for MQA, between for GQA.")
+    head_dim: Size
+    ffn_size: Size = Field(description="FFN intermediate size of a dense layer.")
     ffn_kind: FfnKind
     activation: Activation
-    vocab_size: PositiveInt
+    vocab_size: Size
     tied_embeddings: bool
     norm: NormKind
     positional: Positional
-    max_context_tokens: PositiveInt
+    max_context_tokens: ContextTokens
     bias: bool = Field(default=False, description="Linear layers carry bias vectors (GPT-2, GPT-3).")
-    sliding_window_tokens: PositiveInt | None = Field(
+    sliding_window_tokens: ContextTokens | None = Field(
         default=None, description="Local attention window, where the model has one."
     )
-    sliding_window_layers: str | None = Field(
+    sliding_window_layers: Annotated[str, Field(max_length=20)] | None = Field(
         default=None, description="Which layers use the window: 'all' or 'alternate' (Gemma 2)."
     )
     moe: Moe | None = None
@@ -88,8 +96,8 @@ class ModelSpec(InputModel):
     reported_parameters: PositiveFloat | None = Field(
         default=None, description="Parameter count the authors report, to check our own count against."
     )
-    sources: list[Source] = Field(min_length=1)
-    notes: list[LongText] = Field(default_factory=list)
+    sources: list[Source] = Field(min_length=1, max_length=limits.MAX_SOURCES)
+    notes: list[LongText] = Field(default_factory=list, max_length=limits.MAX_SOURCES)
 
     @model_validator(mode="after")
     def _shapes(self) -> ModelSpec:
@@ -108,8 +116,8 @@ class ModelCreate(ModelSpec):
 
 class ModelRead(ModelCreate):
     builtin: bool
-    created_at: datetime
-    updated_at: datetime
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
 
 
 class ModelSummary(BaseModel):

@@ -10,12 +10,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from schemas import limits
 from schemas.common import Dtype, InputModel
 
 # Bounded so that products of a few dimensions stay well inside float64's exact-integer range.
-Dim = Annotated[int, Field(gt=0, le=1 << 24, description="A dimension, 1 … 16 777 216.")]
-Count = Annotated[int, Field(gt=0, le=1 << 40, description="An element count, 1 … 2⁴⁰.")]
-PerElement = Annotated[float, Field(ge=0, le=10_000, allow_inf_nan=False)]
+Dim = Annotated[int, Field(gt=0, le=limits.MAX_DIM, description="A dimension, 1 … 16 777 216.")]
+Count = Annotated[int, Field(gt=0, le=limits.MAX_ELEMENTS, description="An element count, 1 … 2⁴⁰.")]
+PerElement = Annotated[float, Field(ge=0, le=limits.MAX_PER_ELEMENT, allow_inf_nan=False)]
 
 
 class MemoryAccess(StrEnum):
@@ -246,7 +247,7 @@ class Chain(InputModel):
     memory, unless a matmul needs a whole intermediate that outgrows on-chip memory."""
 
     kind: Literal["chain"] = "chain"
-    ops: list[LeafOp] = Field(min_length=1, max_length=64)
+    ops: list[LeafOp] = Field(min_length=1, max_length=limits.MAX_CHAIN_OPS)
     fused: bool = True
     backward: Backward | None = Field(
         default=None,

@@ -11,14 +11,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
+from schemas import limits
 from schemas.common import PositiveFloat
 from schemas.estimates import HardwareRef, Options
 from schemas.inference import Degree, Dtypes, Implementation, InferenceRead, ModelRef, PlainPaths, Tokens
 
 DEFAULT_BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-MAX_CONFIGURATIONS = 20_000
+MAX_CONFIGURATIONS = limits.MAX_PLAN_CONFIGURATIONS
 
 
 class Traffic(PlainPaths):
@@ -46,13 +47,16 @@ class Objectives(PlainPaths):
 
 
 class Search(PlainPaths):
-    tensor: list[Degree] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1, max_length=64)
-    pipeline: list[Degree] = Field(default_factory=lambda: [1], min_length=1, max_length=64)
-    batch: list[Annotated[int, Field(ge=1, le=1 << 20)]] = Field(
-        default_factory=lambda: list(DEFAULT_BATCHES), min_length=1, max_length=64, description="Requests per replica."
+    tensor: list[Degree] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1, max_length=limits.MAX_LIST)
+    pipeline: list[Degree] = Field(default_factory=lambda: [1], min_length=1, max_length=limits.MAX_LIST)
+    batch: list[Annotated[int, Field(ge=1, le=limits.MAX_BATCH)]] = Field(
+        default_factory=lambda: list(DEFAULT_BATCHES),
+        min_length=1,
+        max_length=limits.MAX_LIST,
+        description="Requests per replica.",
     )
     dtypes: list[Dtypes] = Field(default_factory=lambda: [Dtypes()], min_length=1, max_length=16)
-    max_devices: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+    max_devices: Annotated[int, Field(ge=1, le=limits.MAX_DEVICES)] | None = Field(
         default=None, description="Configurations that need more devices in all miss this objective."
     )
 
@@ -73,7 +77,7 @@ class PlanRequest(PlainPaths):
     traffic: Traffic
     objectives: Objectives = Field(default_factory=Objectives)
     search: Search = Field(default_factory=Search)
-    prices: dict[str, PositiveFloat] = Field(
+    prices: dict[Annotated[str, Field(max_length=limits.SLUG_LENGTH)], PositiveFloat] = Field(
         default_factory=dict,
         max_length=16,
         description="Price per device hour by hardware slug; with a price for every profile, the cheapest "
@@ -82,13 +86,18 @@ class PlanRequest(PlainPaths):
     implementation: Implementation = Field(default_factory=lambda: Implementation(decode_samples=64))
     max_results: Annotated[int, Field(ge=1, le=100)] = 10
 
-    @model_validator(mode="after")
-    def _size(self) -> PlanRequest:
-        s = self.search
-        points = len(self.hardware) * len(s.tensor) * len(s.pipeline) * len(s.batch) * len(s.dtypes)
+    # A field validator (hardware comes before search), so that the error names body.search.
+    @field_validator("search")
+    @classmethod
+    def _size(cls, s: Search, info: ValidationInfo) -> Search:
+        hardware = len(info.data.get("hardware") or [None])
+        points = hardware * len(s.tensor) * len(s.pipeline) * len(s.batch) * len(s.dtypes)
         if points > MAX_CONFIGURATIONS:
-            raise ValueError(f"the search has {points} configurations; at most {MAX_CONFIGURATIONS} are allowed")
-        return self
+            raise ValueError(
+                f"the search has {points} configurations (hardware × tensor × pipeline × batch × dtypes); "
+                f"at most {MAX_CONFIGURATIONS} are allowed"
+            )
+        return s
 
 
 class Objective(StrEnum):

@@ -19,6 +19,7 @@ from service.errors import install_error_handlers
 from service.estimates.router import router as estimates_router
 from service.hardware.router import router as hardware_router
 from service.inference.router import router as inference_router
+from service.limits import install_body_limit
 from service.models.router import router as models_router
 from service.plan.router import router as plan_router
 from service.ratelimit import RateLimits
@@ -61,6 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.rate_limits = RateLimits.from_settings(settings)  # configuration only: the counts are in the database
 
     install_error_handlers(app)
+    # Innermost of the middlewares (each added one wraps the ones before): a 413 is still timed and counted.
+    install_body_limit(app, settings.max_body_bytes)
     # Added before the metrics middleware, so it runs inside it: a timed-out request is counted as a 503.
     install_timeouts(app, settings.request_timeout_s, settings.upload_timeout_s)
     install_metrics_middleware(app)

@@ -170,6 +170,10 @@ def install_error_handlers(app: FastAPI) -> None:
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorEnvelope, "description": "Bad request"},
     404: {"model": ErrorEnvelope, "description": "Not found"},
+    413: {
+        "model": ErrorEnvelope,
+        "description": "The request body is over the limit (`RIDGELINE_MAX_BODY_BYTES`, default 32 MiB)",
+    },
     422: {"model": ErrorEnvelope, "description": "Validation error; `detail[].field` names the offending field"},
     500: {"model": ErrorEnvelope, "description": "Internal error"},
     503: {

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.limits import DEFAULT_MAX_BODY_BYTES
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RIDGELINE_", extra="ignore")
@@ -20,6 +22,10 @@ class Settings(BaseSettings):
     log_level: str = "info"
     # Benchmark, accuracy, roofline and calibration reads need an API key (any scope) when set.
     read_requires_key: bool = False
+    # Largest request body, bytes (service.limits answers 413 beyond it). 32 MiB: a 10 000-result upload is 1.5-2.5 MB
+    # and at most 13.4 MB with the worker's largest op in every result (schemas.limits.DEFAULT_MAX_BODY_BYTES says how
+    # that was measured). `RIDGELINE_MAX_BODY_BYTES`.
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
     # Time limits (service.timeouts): a request not answered within its limit gets 503 `timeout` and stores nothing.
     # The slowest reads measured (a 576-configuration plan, a 10 000-point list of ops) take ~0.5-1 s on a 2-core
     # machine: 30 s is headroom for a loaded host, not a budget. Uploads get longer: a 10 000-result body (~3 MB)

@@ -139,7 +139,7 @@ def test_configurations_that_cannot_run_are_skipped_and_said(client: TestClient)
         ({"hardware": []}, "body.hardware"),
         ({"hardware": [{"slug": "x"}]}, "body.hardware.0.name"),
         ({"search": {"tensor": [2, 2]}}, "body.search.tensor"),
-        ({"search": {"batch": list(range(1, 65)), "tensor": list(range(1, 65)), "dtypes": [{}] * 8}}, "body"),
+        ({"search": {"batch": list(range(1, 65)), "tensor": list(range(1, 65)), "dtypes": [{}] * 8}}, "body.search"),
         ({"objectives": {"time_to_first_token_s": 0}}, "body.objectives.time_to_first_token_s"),
         ({"prices": {"h100-sxm": -2}}, "body.prices.h100-sxm"),
     ],

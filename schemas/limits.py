@@ -1,0 +1,75 @@
+"""Every bound on what a request may ask for, in one place (README, "Limits").
+
+Two kinds of bound. Sizes of lists, grids and strings keep one request's work and memory bounded: nothing a client
+sends can make the service allocate without limit or run for minutes. Magnitudes of dimensions and figures are
+physically generous (orders of magnitude past any device or model that exists) but stop products of dimensions from
+leaving float64's exact-integer range and stop divisions from overflowing to infinity, which JSON cannot carry.
+The HTTP body itself is bounded by `Settings.max_body_bytes` (service.limits).
+"""
+
+from __future__ import annotations
+
+# --- request bodies -------------------------------------------------------------------------------------------------
+
+# POST /v1/benchmarks must take 10 000 results in one body. Measured (tests/service/test_limits.py
+# `test_a_10000_result_upload_fits` keeps it true): bench.ingest's batch of 10 000 results is 1.55 MB of JSON, 2.45 MB
+# with the defaults the worker fills in, and 13.4 MB if every result were the largest op the worker's suites plan (a
+# fused chain). 32 MiB keeps 2.4× headroom over that worst case and bounds what one request makes the service parse.
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+# --- lists and grids ------------------------------------------------------------------------------------------------
+
+MAX_OPS = 10_000  # POST /v1/estimate/ops `ops`: one worker upload's worth
+MAX_SWEEP_POINTS = 100_000  # POST /v1/estimate/ops `sweep`: vectorised, ~1 s at this size on 2 cores
+MAX_SWEEP_FIELDS = 6
+MAX_BATCH_ITEMS = 1000  # POST /v1/estimate/inference/batch: items, or points of a sweep (each a whole run)
+MAX_PLAN_CONFIGURATIONS = 20_000  # POST /v1/plan: hardware × tensor × pipeline × batch × dtypes
+MAX_RESULTS = 10_000  # POST /v1/benchmarks: results per run
+MAX_CHAIN_OPS = 64
+MAX_WORKLOAD_REQUESTS = 4096  # request shapes of one inference workload
+MAX_DECODE_SAMPLES = 1 << 17  # decode steps evaluated one by one (beyond: interpolated)
+MAX_LIST = 64  # small lists: epilogues, search axes, tile candidates
+MAX_SOURCES = 100  # citations, notes and figure_sources entries of one profile or model
+
+# --- dimensions -----------------------------------------------------------------------------------------------------
+
+# A product of four dimensions (a batched matmul's 2·b·m·n·k FLOPs) stays below 2⁹⁷, finite and far from overflow.
+MAX_DIM = 1 << 24
+# An element count: 2⁴⁰ bf16 elements is 2 TiB, more than any device's memory.
+MAX_ELEMENTS = 1 << 40
+# Tokens of one request: 2 097 152 is twice the longest context any model ships (1M).
+MAX_TOKENS = 1 << 21
+MAX_BATCH = 1 << 20  # requests per replica
+MAX_DEGREE = 4096  # one parallelism degree (tensor, pipeline, data, expert) and the devices of one inference run
+MAX_DEVICES = 1_000_000  # a collective's participants; also a torus slice (the product of its axes)
+MAX_LAYERS = 1 << 16  # the largest models have ~130; the inference model allocates per layer
+MAX_HEADS = 1 << 16
+MAX_CONTEXT_TOKENS = 1 << 31
+MAX_COMPUTE_UNITS = 1 << 20  # SMs, CUs, cores per device: a wafer-scale engine has ~900 000 cores
+MAX_UNIT_COUNT = 1 << 16  # matrix units per compute unit, threads per unit, links per device, tile edges
+MAX_CAPACITY_BYTES = 1 << 50  # 1 PiB: memory of one device, any level
+MAX_MESSAGE_BYTES = 1 << 50  # a collective's message
+MAX_REPEATS = 1_000_000_000
+
+# --- figures (floats) -----------------------------------------------------------------------------------------------
+
+# A positive SI figure lies in [1e-15, 1e24]: a femtosecond is shorter than any clock period, 10²⁴ FLOP/s or bytes/s
+# is a million times the fastest machine. Inside this range, work / (rate × efficiency) stays finite for the largest
+# work the dimensions allow (~1e29 FLOPs / (1e-15 × 1e-6) ≈ 1e50 s), so no estimate comes back as infinity.
+MIN_POSITIVE = 1e-15
+MAX_POSITIVE = 1e24
+# An efficiency (fraction of peak) of at least one in a million: below that it describes no kernel, and a denormal
+# such as 5e-324 would turn every time into infinity.
+MIN_FRACTION = 1e-6
+MAX_SECONDS = 1e6  # a fixed cost or latency (launch, hop, overhead): eleven days is no longer a latency
+MAX_PER_ELEMENT = 10_000  # FLOPs or transcendentals per element
+
+# --- strings --------------------------------------------------------------------------------------------------------
+
+SLUG_LENGTH = 64
+NAME_LENGTH = 200  # names, hosts, device descriptions, free-text fields of one line
+TEXT_LENGTH = 2000  # notes, citation titles
+URL_LENGTH = 500
+KEY_LENGTH = 40  # citation keys, software names
+FIELD_PATH_LENGTH = 200  # dotted field paths (figure_sources, sweep `vary` keys)
+IDEMPOTENCY_KEY_LENGTH = 200
