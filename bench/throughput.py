@@ -22,6 +22,7 @@ Target (issue 8): op / trivial ≥ 0.5.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -79,6 +80,12 @@ class Sample:
     requests_per_s: float
     p50_s: float
     p99_s: float
+    requests: int = 0
+    cpu_s: float = 0.0  # the server's CPU time (every process of it) over the run
+
+    @property
+    def cpu_per_request_s(self) -> float:
+        return self.cpu_s / self.requests if self.requests else float("nan")
 
 
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
@@ -95,12 +102,34 @@ def parse_wrk(output: str) -> Sample:
     """Requests/s and the 50th and 99th latency percentiles from `wrk --latency` output; refuses errors."""
     if "Non-2xx or 3xx responses" in output or re.search(r"Socket errors: .*(read|write|timeout) [1-9]", output):
         raise SystemExit(f"wrk saw failed requests:\n{output}")
+    count = re.search(r"^\s+(\d+) requests in", output, re.MULTILINE)
     rps = re.search(r"^Requests/sec:\s+([\d.]+)", output, re.MULTILINE)
     p50 = re.search(r"^\s+50%\s+(\S+)", output, re.MULTILINE)
     p99 = re.search(r"^\s+99%\s+(\S+)", output, re.MULTILINE)
-    if not (rps and p50 and p99):
+    if not (count and rps and p50 and p99):
         raise SystemExit(f"cannot read wrk's output:\n{output}")
-    return Sample(float(rps.group(1)), _seconds(p50.group(1)), _seconds(p99.group(1)))
+    return Sample(float(rps.group(1)), _seconds(p50.group(1)), _seconds(p99.group(1)), int(count.group(1)))
+
+
+def _descendants(pid: int) -> list[int]:
+    out = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in task.read_text().split():
+            out += _descendants(int(child))
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and all its descendants (Linux /proc): the server's cost, which other work
+    on the machine does not change the way it changes requests/s."""
+    ticks = 0
+    for p in _descendants(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def lua_script(endpoint: Endpoint, directory: Path) -> Path:
@@ -116,11 +145,13 @@ def lua_script(endpoint: Endpoint, directory: Path) -> Path:
     return path
 
 
-def run_wrk(url: str, endpoint: Endpoint, script: Path, duration_s: int, connections: int) -> Sample:
+def run_wrk(url: str, endpoint: Endpoint, script: Path, duration_s: int, connections: int, server: int) -> Sample:
     command = ["wrk", "-t1", f"-c{connections}", f"-d{duration_s}s", "--latency", "-s", str(script)]
     command.append(url + endpoint.path)
+    before = cpu_seconds(server)
     done = subprocess.run(command, capture_output=True, text=True, check=True)
-    return parse_wrk(done.stdout)
+    sample = parse_wrk(done.stdout)
+    return dataclasses.replace(sample, cpu_s=cpu_seconds(server) - before)
 
 
 def check_answers(url: str) -> None:
@@ -156,15 +187,16 @@ def main(argv: list[str] | None = None) -> int:
             proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ})
             try:
                 wait_healthy(url, proc)
+                pid = proc.pid
                 check_answers(url)
                 scripts = {e.name: lua_script(e, Path(tmp)) for e in ENDPOINTS}
                 for endpoint in ENDPOINTS:  # warm-up: imports, caches, connection pools of both workers
-                    run_wrk(url, endpoint, scripts[endpoint.name], 2, args.connections)
+                    run_wrk(url, endpoint, scripts[endpoint.name], 2, args.connections, pid)
                 for index in range(args.rounds):
                     order = ENDPOINTS[index % len(ENDPOINTS) :] + ENDPOINTS[: index % len(ENDPOINTS)]
                     round_samples = {}
                     for endpoint in order:
-                        sample = run_wrk(url, endpoint, scripts[endpoint.name], args.duration, args.connections)
+                        sample = run_wrk(url, endpoint, scripts[endpoint.name], args.duration, args.connections, pid)
                         round_samples[endpoint.name] = sample
                         results[endpoint.name].append(sample)
                     ratios.append(round_samples["op"].requests_per_s / round_samples["trivial"].requests_per_s)
@@ -178,14 +210,18 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{args.workers} worker processes, wrk 1 thread × {args.connections} connections, "
         f"{args.duration} s per endpoint per round, median of {args.rounds} rounds:"
     )
-    print(f"{'endpoint':<12} {'requests/s':>11} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'endpoint':<12} {'requests/s':>11} {'p50 ms':>8} {'p99 ms':>8} {'server CPU ms/request':>22}")
+    cpu = {}
     for name, samples in results.items():
         rps = statistics.median(s.requests_per_s for s in samples)
         p50 = statistics.median(s.p50_s for s in samples) * 1e3
         p99 = statistics.median(s.p99_s for s in samples) * 1e3
-        print(f"{name:<12} {rps:>11.0f} {p50:>8.2f} {p99:>8.2f}")
+        cpu[name] = statistics.median(s.cpu_per_request_s for s in samples)
+        print(f"{name:<12} {rps:>11.0f} {p50:>8.2f} {p99:>8.2f} {cpu[name] * 1e3:>22.2f}")
     ratio = statistics.median(ratios)
     print(f"op / trivial throughput: {ratio:.2f} (rounds: {', '.join(f'{r:.2f}' for r in ratios)}; target ≥ 0.5)")
+    # What the ratio would be on a machine with nothing else running: the server's CPU per request.
+    print(f"trivial / op server CPU per request: {cpu['trivial'] / cpu['op']:.2f}")
     return 0
 
 

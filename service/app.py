@@ -15,6 +15,7 @@ from service.calibrations.router import router as calibrations_router
 from service.charts.router import router as roofline_router
 from service.collectives.router import router as collectives_router
 from service.db import make_engine, make_sessionmaker
+from service.encoding import ORJSONResponse
 from service.errors import install_error_handlers
 from service.estimates.router import router as estimates_router
 from service.hardware.router import router as hardware_router
@@ -52,6 +53,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="Ridgeline",
         version=_version(),
         description=DESCRIPTION,
+        # orjson, strict: a numpy value or a NaN reaching a response fails loudly (service.encoding).
+        default_response_class=ORJSONResponse,
         docs_url=None,  # served by system.router from local assets: no CDN, works offline
         redoc_url=None,
     )

@@ -13,6 +13,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schemas.common import ErrorDetail, ErrorEnvelope
+from service.encoding import ORJSONResponse
 
 log = logging.getLogger("ridgeline")
 
@@ -109,7 +110,7 @@ def envelope(
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     body = ErrorEnvelope(error=code, message=message, detail=detail or [])
-    return JSONResponse(status_code=status, content=body.model_dump(mode="json"), headers=headers)
+    return ORJSONResponse(status_code=status, content=body.model_dump(mode="json"), headers=headers)
 
 
 _HTTP_CODES = {

@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import IntegrityError
@@ -75,12 +77,37 @@ def get(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> R:
     return to_read(kind, row)
 
 
+# Parsed documents by (table, slug, spec_sha256). Every estimate reads its profile (and an inference its model
+# config); validating a profile's document costs more than the rest of a small op estimate. The key is the content's
+# digest, read from the database on every call: an entry changed through another replica or process has another
+# digest, so a stale parse is never used and nothing needs invalidating (tests/service/test_scale_out.py PATCHes
+# through one server and estimates through another). Whatever writes `spec` writes its `spec_sha256` (this module).
+# The documents are shared between requests: callers read them and never change them.
+_SPECS: OrderedDict[tuple[str, str, str], BaseModel] = OrderedDict()
+_SPECS_LOCK = threading.Lock()  # sync endpoints run in a thread pool
+SPEC_CACHE_SIZE = 512
+
+
 def get_spec(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> C:
-    """The validated document of an entry, for the modelling code."""
-    row = CatalogueRepository(session, kind.table).get(slug)
-    if row is None:
+    """The validated document of an entry, for the modelling code (shared: do not change it)."""
+    repo = CatalogueRepository(session, kind.table)
+    digest = repo.digest(slug)
+    if digest is None:
         raise NotFound(f"No {kind.label} with slug {slug!r}.")
-    return kind.create.model_validate({**row.spec, "slug": row.slug})
+    with _SPECS_LOCK:
+        cached = _SPECS.get((kind.table.__tablename__, slug, digest))
+        if cached is not None:
+            _SPECS.move_to_end((kind.table.__tablename__, slug, digest))
+            return cast(C, cached)
+    row = repo.get(slug)
+    if row is None:  # deleted between the two reads
+        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+    doc = kind.create.model_validate({**row.spec, "slug": row.slug})
+    with _SPECS_LOCK:
+        _SPECS[(kind.table.__tablename__, slug, row.spec_sha256)] = doc
+        while len(_SPECS) > SPEC_CACHE_SIZE:
+            _SPECS.popitem(last=False)
+    return doc
 
 
 def page(

@@ -9,7 +9,6 @@ from enum import Enum
 from typing import Annotated, Any
 
 import numpy as np
-import pydantic_core
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy.orm import Session
 
@@ -32,6 +31,7 @@ from schemas.ops import (
     Rotary,
     Softmax,
 )
+from service import encoding
 from service.catalogue import service as catalogue
 from service.catalogue.service import HARDWARE, merge_patch
 from service.errors import Unprocessable, details_from_validation, validation_message
@@ -181,44 +181,67 @@ def evaluate(
         raise invalid(where, str(err)) from None
 
 
-def _flat(values: Any, shape: tuple[int, ...]) -> Any:
-    return np.broadcast_to(np.asarray(values, dtype=np.float64), shape).ravel()
-
-
-def item_dicts(est: roofline.Estimate) -> list[dict[str, Any]]:
+def item_dicts(est: roofline.Estimate, where: str | None = "response.items") -> list[dict[str, Any]]:
     """One response item per point of an estimate, as plain dicts with exactly `EstimateRead`'s fields, in order.
 
-    Built column by column with numpy and zipped into rows: a 10 000-point sweep costs tens of milliseconds here,
-    where constructing one pydantic model per point cost hundreds (bench/estimate_sweep.py).
+    Every number goes into one (columns × points) float64 matrix, checked finite in one call and turned into Python
+    floats in one `tolist()`, then zipped into rows: a 10 000-point sweep costs tens of milliseconds here, where
+    constructing one pydantic model per point cost hundreds (bench/estimate_sweep.py), and a single estimate costs
+    tens of microseconds, where a numpy call per column cost ~0.3 ms (bench/throughput.py). numpy stops here.
+    A non-finite number is a 422 naming it: `where` names the items (None: one item, `response.<field>`).
     """
     shape = np.shape(est.time_s)
     size = int(np.prod(shape))
-    time_s, flops = _flat(est.time_s, shape), _flat(est.flops, shape)
-    extra = {name: _flat(values, shape) for name, values in est.extra.items()}
+    numbers = {
+        "time_s": est.time_s,
+        "flops": est.flops,
+        "bytes": est.bytes,
+        # No bytes (a pure-math op): intensity ∞, which JSON cannot carry; 1e300 reads as "unbounded".
+        "arithmetic_intensity": np.minimum(est.arithmetic_intensity, 1e300),
+        "critical_intensity": est.critical_intensity,
+        "compute_time_s": est.compute_s,
+        "memory_time_s": est.memory_s,
+        "overhead_s": est.overhead_s,
+        "peak_flops_per_s": est.peak_flops_per_s,
+        **{f"details.{name}": values for name, values in est.extra.items()},
+    }
+    matrix = np.empty((len(numbers), size))
+    for index, values in enumerate(numbers.values()):
+        matrix[index] = values if np.ndim(values) == 0 else np.broadcast_to(values, shape).reshape(-1)
+    bad = ~np.isfinite(matrix)
+    if bad.any():  # JSON has no NaN or ∞: an encoder would write null where the schema promises a number
+        column, point = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        name = list(numbers)[int(column)]
+        raise encoding.non_finite_error(f"response.{name}" if where is None else f"{where}.{int(point)}.{name}")
+    columns_in = dict(zip(numbers, matrix.tolist(), strict=True))
+    extra = {name[len("details.") :]: values for name, values in columns_in.items() if name.startswith("details.")}
+    time_s, flops = matrix[0], matrix[1]
     is_matmul = "tiles" in extra
     absent: list[Any] = [None] * size
     detail_names = [name for name in extra if name not in MATMUL_FIELDS]
-    detail_columns = [extra[name].tolist() for name in detail_names]
     columns: dict[str, list[Any]] = {
-        "time_s": time_s.tolist(),
-        "flops": flops.tolist(),
-        "bytes": _flat(est.bytes, shape).tolist(),
-        "arithmetic_intensity": np.minimum(_flat(est.arithmetic_intensity, shape), 1e300).tolist(),  # JSON has no ∞
-        "critical_intensity": _flat(est.critical_intensity, shape).tolist(),
-        "compute_time_s": _flat(est.compute_s, shape).tolist(),
-        "memory_time_s": _flat(est.memory_s, shape).tolist(),
-        "overhead_s": _flat(est.overhead_s, shape).tolist(),
+        "time_s": columns_in["time_s"],
+        "flops": columns_in["flops"],
+        "bytes": columns_in["bytes"],
+        "arithmetic_intensity": columns_in["arithmetic_intensity"],
+        "critical_intensity": columns_in["critical_intensity"],
+        "compute_time_s": columns_in["compute_time_s"],
+        "memory_time_s": columns_in["memory_time_s"],
+        "overhead_s": columns_in["overhead_s"],
         "bound": np.asarray(BOUNDS)[np.broadcast_to(est.bound, shape).ravel()].tolist(),
         "unit": [est.unit] * size,
-        "peak_flops_per_s": _flat(est.peak_flops_per_s, shape).tolist(),
+        "peak_flops_per_s": columns_in["peak_flops_per_s"],
         "achieved_flops_per_s": np.divide(flops, time_s, out=np.zeros_like(time_s), where=time_s > 0).tolist(),
-        "tiles": extra["tiles"].tolist() if is_matmul else absent,
-        "waves": extra["waves"].tolist() if is_matmul else absent,
-        "wave_efficiency": extra["wave_efficiency"].tolist() if is_matmul else absent,
-        "tile": (
-            np.stack([extra["tile_m"], extra["tile_n"]], axis=-1).astype(np.int64).tolist() if is_matmul else absent
-        ),
-        "details": [dict(zip(detail_names, values, strict=True)) for values in zip(*detail_columns, strict=True)]
+        "tiles": extra["tiles"] if is_matmul else absent,
+        "waves": extra["waves"] if is_matmul else absent,
+        "wave_efficiency": extra["wave_efficiency"] if is_matmul else absent,
+        "tile": [[int(m), int(n)] for m, n in zip(extra["tile_m"], extra["tile_n"], strict=True)]
+        if is_matmul
+        else absent,
+        "details": [
+            dict(zip(detail_names, values, strict=True))
+            for values in zip(*(extra[n] for n in detail_names), strict=True)
+        ]
         if detail_names
         else [{} for _ in range(size)],
         "assumptions": [est.assumptions] * size,
@@ -228,14 +251,16 @@ def item_dicts(est: roofline.Estimate) -> list[dict[str, Any]]:
 
 
 def rows(est: roofline.Estimate) -> list[EstimateRead]:
-    """One validated response model per point (for single estimates; large responses use `ops_json`)."""
+    """One validated response model per point."""
     return _ITEMS.validate_python(item_dicts(est))
 
 
 def ops_json(items: list[dict[str, Any]], grid: dict[str, list[float]] | None = None) -> bytes:
-    """The JSON of an `EstimateOpsRead`, serialised from plain dicts by pydantic's core without building a model
-    per item; tests/service/test_estimates_api.py checks that it validates as `EstimateOpsRead` and round-trips."""
-    return pydantic_core.to_json({"items": items, "grid": grid}, inf_nan_mode="null")
+    """The JSON of an `EstimateOpsRead`, serialised from plain dicts by orjson without building a model per item;
+    tests/service/test_estimates_api.py checks that it validates as `EstimateOpsRead` and round-trips. The items'
+    numbers were checked finite column by column (`item_dicts`): the encoder's own walk would cost more than the rest
+    of a 10 000-point sweep's rendering."""
+    return encoding.dumps({"items": items, "grid": grid}, check=False)
 
 
 def with_assumptions(est: roofline.Estimate, hw: roofline.Hardware, hardware_name: str) -> roofline.Estimate:

@@ -1,0 +1,88 @@
+"""JSON responses encoded by orjson, strict about what reaches the encoder.
+
+numpy values never reach it: the service converts at its edge (`ndarray.tolist()`, `float(...)`), and orjson, without
+`OPT_SERIALIZE_NUMPY`, raises TypeError on a numpy scalar or array — a leak fails loudly (a 500 and a test failure)
+instead of being written in some encoding a client did not expect. Nor do non-finite floats: orjson, like pydantic,
+writes NaN and ±∞ as `null`, which would be a silent null where the schema promises a number. A body that contains
+`null` is therefore checked for them, and one found is a 422 naming the response field (an estimate that overflows
+float64 comes from inputs at the edge of what is allowed: an inline profile with a bandwidth of 1e-300 B/s).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import BaseModel
+from starlette.responses import JSONResponse
+
+from schemas.common import ErrorDetail
+
+if TYPE_CHECKING:
+    from service.errors import Unprocessable
+
+MEDIA_TYPE = "application/json"
+
+
+def _non_finite(content: Any, path: str) -> str | None:
+    """The path of the first NaN or ±∞ in `content` (plain JSON types), or None."""
+    if type(content) is float:
+        return None if math.isfinite(content) else path
+    if isinstance(content, dict):
+        for key, value in content.items():
+            if type(value) in (str, int, bool) or value is None:
+                continue
+            found = _non_finite(value, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(content, list | tuple):
+        for index, value in enumerate(content):
+            found = _non_finite(value, f"{path}.{index}")
+            if found:
+                return found
+    return None
+
+
+def non_finite_error(field: str) -> Unprocessable:
+    from service.errors import Unprocessable, validation_message  # errors renders its envelope with this module
+
+    detail = [
+        ErrorDetail(
+            field=field,
+            message="the result is not a finite number: the inputs (sizes, or an inline profile's figures) overflow "
+            "a 64-bit float",
+            type="non_finite_result",
+        )
+    ]
+    return Unprocessable(validation_message(detail), detail)
+
+
+def dumps(content: Any, *, check: bool = True) -> bytes:
+    """orjson, no numpy support on purpose (TypeError), and no silent null for NaN or ±∞ (Unprocessable).
+
+    `check=False` skips the walk for NaN and ±∞, for a caller that checked its numbers itself (a 10 000-point sweep
+    checks its columns with numpy: `service.estimates.service.item_dicts`)."""
+    body = orjson.dumps(content, option=orjson.OPT_UTC_Z)  # "…Z", as pydantic writes UTC times
+    # Only a body with a null can hold a non-finite float: most answers skip the walk.
+    if check and b"null" in body:
+        where = _non_finite(content, "response")
+        if where is not None:
+            raise non_finite_error(where)
+    return body
+
+
+class ORJSONResponse(JSONResponse):
+    """The app's default response class (`create_app`) and the error envelope's."""
+
+    media_type = MEDIA_TYPE
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content)
+
+
+def model_response(model: BaseModel, status_code: int = 200) -> ORJSONResponse:
+    """A model the service built (and so validated) as a response, without FastAPI validating it a second time: for a
+    sync endpoint that second validation is another trip through the thread pool. Python-mode dump, so a numpy value
+    in a free-form field (`details: dict[str, Any]`) reaches orjson and fails instead of being converted silently."""
+    return ORJSONResponse(model.model_dump(), status_code=status_code)
