@@ -1,9 +1,8 @@
 """Request time limits: no request holds the service longer than `Settings.request_timeout_s` (uploads:
 `Settings.upload_timeout_s`) before it is answered, and a request answered "timed out" stores nothing.
 
-A pure ASGI middleware runs the rest of the application as a separate task and waits for it until the deadline. If
-the response has not started by then, the client gets a 503 envelope (`error: timeout`) and whatever the task sends
-later is dropped.
+A pure ASGI middleware sets a timer per request. If the response has not started when it fires, the client gets a
+503 envelope (`error: timeout`) and whatever the application sends later is dropped.
 
 Sync endpoints run in Starlette's thread pool, and a thread cannot be cancelled: the endpoint's thread goes on until
 it returns. What it must not do is commit after the client was told nothing was stored. The request's `Deadline`
@@ -92,13 +91,43 @@ def _timeout_body(seconds: float) -> bytes:
     return json.dumps(body.model_dump(mode="json")).encode()
 
 
+class _Exchange:
+    """One request's send and receive, cut off from the client once it has had its 503."""
+
+    def __init__(self, receive: Receive, send: Send) -> None:
+        self._receive = receive
+        self._send = send
+        self.started = False
+        self.abandoned = False
+
+    async def send(self, message: Message) -> None:
+        if self.abandoned:
+            return  # the client already has its 503
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+    async def receive(self) -> Message:
+        if self.abandoned:
+            return {"type": "http.disconnect"}
+        return await self._receive()
+
+
 class TimeoutMiddleware:
-    """Answers 503 `timeout` to an HTTP request whose response has not started within its time limit."""
+    """Answers 503 `timeout` to an HTTP request whose response has not started within its time limit.
+
+    The application runs in the request's own task, as without this middleware; a timer on the event loop (a few
+    microseconds per request, where a task per request cost ~60) sends the 503 from a task of its own at the deadline.
+    The request's task is left to finish, not cancelled: a sync endpoint's thread cannot be stopped, and cancelling
+    would unwind its dependencies (the session) while that thread still uses them. It meets `begin_commit`, rolls
+    back, and whatever it answers is dropped.
+    """
 
     def __init__(self, app: ASGIApp, timeout_for: Callable[[Scope], float]) -> None:
         self.app = app
         self.timeout_for = timeout_for
-        self._orphans: set[asyncio.Task[None]] = set()  # timed-out tasks still finishing (their threads cannot stop)
+        self._orphans: set[_Exchange] = set()  # answered with a timeout, still running
+        self._replies: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,58 +135,37 @@ class TimeoutMiddleware:
             return
         deadline = Deadline(self.timeout_for(scope))
         scope.setdefault("state", {})["deadline"] = deadline
-        started = asyncio.Event()
-        abandoned = False
-
-        async def guarded_send(message: Message) -> None:
-            if abandoned:
-                return  # the client already has its 503
-            if message["type"] == "http.response.start":
-                started.set()
-            await send(message)
-
-        async def guarded_receive() -> Message:
-            if abandoned:
-                return {"type": "http.disconnect"}
-            return await receive()
-
-        async def run() -> None:
-            await self.app(scope, guarded_receive, guarded_send)
-
-        task = asyncio.create_task(run())
-        waiter = asyncio.create_task(started.wait())
+        exchange = _Exchange(receive, send)
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(deadline.seconds, self._expire, scope, deadline, exchange, send)
         try:
-            await asyncio.wait({task, waiter}, timeout=max(0.0, deadline.remaining_s()), return_when="FIRST_COMPLETED")
-            if task.done() or started.is_set() or not deadline.expire():
-                # Answered, answering, or committing: the response is the application's own.
-                await task
-                return
-        except asyncio.CancelledError:
-            task.cancel()  # the server is stopping this request: as it would without this middleware
-            raise
-        finally:
-            waiter.cancel()
-        # Not cancelled: a sync endpoint's thread cannot be stopped, and cancelling the task would unwind its
-        # dependencies (the session) while that thread still uses them. It runs on, meets `begin_commit`, rolls back,
-        # and whatever it answers is dropped.
-        abandoned = True
-        self._orphans.add(task)
-        task.add_done_callback(self._settled)
-        log.warning("%s %s timed out after %g s", scope.get("method"), scope.get("path"), deadline.seconds)
-        body = _timeout_body(deadline.seconds)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 503,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-    def _settled(self, task: asyncio.Task[None]) -> None:
-        self._orphans.discard(task)
-        if not task.cancelled() and (err := task.exception()) is not None:
+            await self.app(scope, exchange.receive, exchange.send)
+        except Exception as err:
+            if not exchange.abandoned:
+                raise
             log.info("a timed-out request ended with %s: %s", type(err).__name__, err)
+        finally:
+            timer.cancel()
+            if exchange.abandoned:
+                self._orphans.discard(exchange)
+                log.info("timed-out %s %s finished; its answer was dropped", scope.get("method"), scope.get("path"))
+
+    def _expire(self, scope: Scope, deadline: Deadline, exchange: _Exchange, send: Send) -> None:
+        if exchange.started or not deadline.expire():
+            return  # answering, or committing: the response is the application's own
+        exchange.abandoned = True
+        self._orphans.add(exchange)
+        log.warning("%s %s timed out after %g s", scope.get("method"), scope.get("path"), deadline.seconds)
+        reply = asyncio.get_running_loop().create_task(_send_timeout(send, deadline.seconds))
+        self._replies.add(reply)
+        reply.add_done_callback(self._replies.discard)
+
+
+async def _send_timeout(send: Send, seconds: float) -> None:
+    body = _timeout_body(seconds)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def timeout_for(request_timeout_s: float, upload_timeout_s: float) -> Callable[[Scope], float]:

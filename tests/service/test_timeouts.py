@@ -4,14 +4,18 @@ answered that way, even though its endpoint's thread cannot be stopped and runs 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, func, select
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from service import auth
 from service.app import create_app
@@ -19,6 +23,7 @@ from service.db import make_engine, make_sessionmaker
 from service.orm import ApiKey, BenchmarkResult, BenchmarkRun, RateLimitWindow
 from service.settings import Settings
 from service.timeouts import Deadline, RequestTimedOut, TimeoutMiddleware, current_deadline, timeout_for
+from tests.conftest import LiveServer, free_port, ridgeline_command
 from tests.service.test_benchmarks import bearer, run_body
 
 # --- the deadline's commit/timeout race ---------------------------------------------------------------------------
@@ -52,25 +57,46 @@ def test_uploads_get_the_longer_limit() -> None:
 # --- the middleware around small ASGI apps --------------------------------------------------------------------------
 
 
-async def _respond(send: Send, status: int, body: bytes = b"{}", more: bool = False) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": body, "more_body": more})
+Sent = list[tuple[float, Message]]
 
 
-def _wrapped(app: Any, seconds: float) -> TestClient:
-    return TestClient(TimeoutMiddleware(app, timeout_for=lambda scope: seconds))
+def _drive(app: Any, seconds: float, method: str = "GET", path: str = "/x") -> Sent:
+    """Run one request through the middleware; every message it sends, with its time since the start."""
+
+    async def main() -> Sent:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        sent: Sent = []
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Message) -> None:
+            sent.append((loop.time() - start, message))
+
+        scope = {"type": "http", "method": method, "path": path, "headers": []}
+        await TimeoutMiddleware(app, timeout_for=lambda _: seconds)(scope, receive, send)
+        await asyncio.sleep(0)  # let the 503's task finish if it is still sending
+        return sent
+
+    return asyncio.run(main())
 
 
-def test_a_request_past_its_limit_gets_the_timeout_envelope() -> None:
+async def _respond(send: Send, status: int, body: bytes = b"{}") -> None:
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_a_request_past_its_limit_gets_the_timeout_envelope_at_the_deadline() -> None:
     async def slow(scope: Scope, receive: Receive, send: Send) -> None:
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(0.6)
         await _respond(send, 200)
 
-    start = time.monotonic()
-    response = _wrapped(slow, 0.1).get("/anything")
-    assert time.monotonic() - start < 1.5  # answered at the deadline, not when the app finished
-    assert response.status_code == 503
-    assert response.json() == {
+    sent = _drive(slow, 0.1)
+    assert [m["type"] for _, m in sent] == ["http.response.start", "http.response.body"]  # the app's 200 is dropped
+    at, start = sent[0]
+    assert 0.1 <= at < 0.5 and start["status"] == 503  # at the deadline, not when the app finished
+    assert json.loads(sent[1][1]["body"]) == {
         "error": "timeout",
         "message": "The request ran past its 0.1 s time limit; nothing it would have written was stored.",
         "detail": [],
@@ -85,8 +111,8 @@ def test_a_request_that_began_to_commit_gets_its_own_answer() -> None:
         await asyncio.sleep(0.3)  # a commit that ends after the deadline
         await _respond(send, 201, b'{"stored": true}')
 
-    response = _wrapped(committing, 0.1).post("/v1/benchmarks")
-    assert response.status_code == 201 and response.json() == {"stored": True}
+    sent = _drive(committing, 0.1, "POST", "/v1/benchmarks")
+    assert sent[0][1]["status"] == 201 and sent[1][1]["body"] == b'{"stored": true}'
 
 
 def test_a_response_that_has_started_is_not_cut_off() -> None:
@@ -97,8 +123,9 @@ def test_a_response_that_has_started_is_not_cut_off() -> None:
             await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
-    response = _wrapped(streaming, 0.05).get("/stream")
-    assert response.status_code == 200 and response.text == "one two three"
+    sent = _drive(streaming, 0.05)
+    assert sent[0][1]["status"] == 200
+    assert b"".join(m.get("body", b"") for _, m in sent[1:]) == b"one two three"
 
 
 # --- the real service ---------------------------------------------------------------------------------------------
@@ -187,3 +214,35 @@ def test_a_timed_out_upload_stores_nothing_and_its_retry_stores_it_once(
         with app.state.sessionmaker() as session:
             assert session.scalar(select(func.count()).select_from(BenchmarkRun)) == 1
             assert session.scalar(select(func.count()).select_from(BenchmarkResult)) == 10_000
+
+
+def test_a_live_server_times_out_an_upload_and_stores_nothing(tmp_path: Path) -> None:
+    """`ridgeline serve` with a 0.2 s upload limit: a 10 000-result upload is a 503 `timeout`; the request's thread
+    finishes afterwards (the server logs it) and nothing is in the database; the server keeps serving."""
+    url = f"sqlite:///{tmp_path / 'timeouts.db'}"
+    port = free_port()
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": url, "RIDGELINE_UPLOAD_TIMEOUT_S": "0.2"}
+    server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
+    engine = None
+    try:
+        server.wait_healthy()
+        engine = make_engine(url)
+        with make_sessionmaker(engine)() as session:
+            key = auth.create_key(session, "live-timeouts", auth.Scope.upload).key
+            session.commit()
+        results = [{"op": {"kind": "matmul", "m": 1 + i % 100, "n": 512, "k": 64 * (1 + i // 100)}, "median_s": 1e-5}
+                   for i in range(10_000)]  # fmt: skip
+        response = httpx.post(f"{server.url}/v1/benchmarks", json=run_body(results), headers=bearer(key), timeout=60)
+        assert response.status_code == 503 and response.json()["error"] == "timeout", response.text[:300]
+        deadline = time.monotonic() + 60
+        while "timed-out POST /v1/benchmarks finished" not in server.log.read_text():
+            assert time.monotonic() < deadline, server.log.read_text()[-3000:]
+            time.sleep(0.1)
+        with engine.connect() as conn:
+            assert conn.scalar(select(func.count()).select_from(BenchmarkRun)) == 0
+            assert conn.scalar(select(func.count()).select_from(BenchmarkResult)) == 0
+        assert httpx.get(f"{server.url}/healthz").status_code == 200
+    finally:
+        server.stop()
+        if engine is not None:
+            engine.dispose()
