@@ -94,6 +94,10 @@ class KillingProxy:
             pass
         finally:
             for sock in (client, upstream):
+                # shutdown() sends the FIN now; close() alone waits for the thread blocked in recv() on this socket,
+                # and the worker would sit out its whole read timeout before it noticed the kill.
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
 
     def _wait_for_runs(self, runs: int, timeout_s: float = 20.0) -> None:
