@@ -211,3 +211,12 @@ def test_two_server_processes_on_postgresql_share_the_count(tmp_path: Path) -> N
         for server in servers:
             server.stop()
         schema.drop()
+
+
+def test_the_limits_are_in_the_openapi_document(client: TestClient) -> None:
+    responses = client.get("/openapi.json").json()["paths"]["/v1/benchmarks"]["post"]["responses"]
+    for status in ("429", "503"):
+        assert responses[status]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorEnvelope"
+        }
+        assert responses[status]["headers"]["Retry-After"]["schema"] == {"type": "integer"}
