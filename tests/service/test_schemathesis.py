@@ -1,0 +1,118 @@
+"""Schemathesis against the live OpenAPI document of a real `ridgeline serve`: every operation, generated valid and
+invalid requests, no 5xx, every response documented, of its declared content type and shaped as its schema says.
+
+The server runs in a subprocess over a temporary SQLite database (as `tests/worker/test_e2e.py` runs it), with an
+admin key made by `ridgeline keys create` so that the write endpoints are exercised past their 401, and one small
+benchmark run uploaded so that the reads (runs, accuracy, roofline charts, calibrations) have data to work on.
+
+Schemathesis runs through its command line (`schemathesis run`), its stable interface: the pytest plugin of 4.x
+reaches into pytest's private `Node._nodeid`, which pytest 9 removed. Examples are bounded per operation and the
+run is deterministic (`--generation-deterministic`): the same cases every time, ~2.5 minutes on two idle cores.
+A failure prints schemathesis' report: each failing operation, the check, and a curl command that reproduces it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+# Imported, not `pytest.importorskip`: the dev extra installs it, and a missing schemathesis must fail CI.
+import schemathesis
+
+from tests.conftest import LiveServer, free_port, ridgeline_command
+
+# Per operation: the fuzzing phase generates up to this many cases (valid and invalid); the examples and coverage
+# phases add each schema's own examples and boundary values (just past a maximum, a missing field, a wrong type).
+MAX_EXAMPLES = 20
+CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
+
+UPLOAD = {
+    "hardware": "h100-sxm",
+    "host": "schemathesis",
+    "timing_scope": "kernel",
+    "software": {"cuda": "12.4"},
+    "results": [
+        {"op": {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096}, "median_s": 1.1e-3},
+        {"op": {"kind": "softmax", "rows": 4096, "cols": 4096}, "median_s": 5.2e-5},
+        {"op": {"kind": "collective", "collective": "all_reduce", "bytes": 1 << 20, "devices": 8}, "median_s": 2e-5},
+    ],
+}
+
+
+def _ridgeline(*args: str, url: str) -> str:
+    done = subprocess.run(
+        [*ridgeline_command(), *args, "--database-url", url], capture_output=True, text=True, timeout=180, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def schemathesis_command() -> list[str]:
+    script = Path(sys.executable).with_name("schemathesis")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "schemathesis.cli"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    """(base URL, admin key, temporary directory) of a live server with the catalogue and one uploaded run."""
+    tmp = tmp_path_factory.mktemp("schemathesis")
+    url = f"sqlite:///{tmp / 'live.db'}"
+    _ridgeline("db", "upgrade", url=url)
+    key = _ridgeline("keys", "create", "--name", "schemathesis", "--scope", "admin", url=url).strip().splitlines()[-1]
+    port = free_port()
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": url}
+    live = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp)
+    live.wait_healthy()
+    try:
+        uploaded = httpx.post(
+            f"{live.url}/v1/benchmarks", json=UPLOAD, headers={"Authorization": f"Bearer {key}"}, timeout=60
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        yield live.url, key, tmp
+    finally:
+        live.stop()
+
+
+def test_every_operation(server: tuple[str, str, Path]) -> None:
+    assert schemathesis.__version__.startswith("4."), schemathesis.__version__  # the flags below are 4.x's
+    base_url, key, tmp = server
+    command = [
+        *schemathesis_command(),
+        "run",
+        f"{base_url}/openapi.json",
+        "--checks",
+        CHECKS,
+        "--mode",
+        "all",  # valid requests and invalid ones: bad input must be a documented 4xx, never a 5xx
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--generation-deterministic",
+        "--workers",
+        "1",
+        "--request-timeout",
+        "60",
+        "--suppress-health-check",
+        "all",
+        "--header",
+        f"Authorization: Bearer {key}",
+        "--no-color",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False, cwd=tmp)
+    assert done.returncode == 0, done.stdout[-20_000:] + done.stderr[-5_000:]
+    # Every operation of the document was selected and tested (the summary says "Selected: 29/29", "Tested: 29").
+    selected = re.search(r"Selected: (\d+)/(\d+)", done.stdout)
+    tested = re.search(r"Tested: (\d+)", done.stdout)
+    assert selected and tested, done.stdout[-5_000:]
+    operations = int(selected.group(2))
+    assert int(selected.group(1)) == int(tested.group(1)) == operations >= 29, done.stdout[-5_000:]
+    documented = httpx.get(f"{base_url}/openapi.json", timeout=30).json()["paths"]
+    assert operations == sum(len(methods) for methods in documented.values())
