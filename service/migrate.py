@@ -8,7 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from service.db import make_engine
 from service.settings import normalise_database_url
@@ -30,7 +30,31 @@ def alembic_config(database_url: str, connection: Connection | None = None) -> C
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(database_url), revision)
+    """Upgrade the schema. On PostgreSQL under an advisory lock: replicas that start together would otherwise both
+    find an empty database and race to create the same tables, and all but one fail. The lock is per schema
+    (`current_schema()`), so test schemas of one database do not wait for each other."""
+    url = normalise_database_url(database_url)
+    if not url.startswith("postgresql"):
+        command.upgrade(alembic_config(database_url), revision)
+        return
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(_LOCK)
+            conn.commit()  # a session-level lock: it outlives this transaction, Alembic runs its own
+            try:
+                command.upgrade(alembic_config(database_url, conn), revision)
+            finally:
+                conn.rollback()
+                conn.execute(_UNLOCK)
+                conn.commit()
+    finally:
+        engine.dispose()
+
+
+_LOCK_KEY = "hashtext('ridgeline-migrate:' || current_schema())"
+_LOCK = text(f"SELECT pg_advisory_lock({_LOCK_KEY})")
+_UNLOCK = text(f"SELECT pg_advisory_unlock({_LOCK_KEY})")
 
 
 def downgrade(database_url: str, revision: str) -> None:
