@@ -19,7 +19,7 @@ from service.errors import envelope
 
 
 def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n} bytes"
+    return f"{n} bytes ({n / 2**20:g} MiB)" if n >= 2**20 else f"{n} bytes"
 
 
 class PayloadTooLarge(StarletteHTTPException):
@@ -28,14 +28,14 @@ class PayloadTooLarge(StarletteHTTPException):
 
     def __init__(self, limit: int, received: int | None = None) -> None:
         got = f"{received} bytes" if received is not None else "more than that"
-        message = f"The request body is larger than the limit of {limit} bytes ({_size(limit)}); got {got}."
+        message = f"The request body is larger than the limit of {_size(limit)}; got {got}."
         super().__init__(status_code=413, detail=message)
         self.limit = limit
 
     def response(self) -> JSONResponse:
         field = ErrorDetail(
             field="body",
-            message=f"at most {self.limit} bytes ({_size(self.limit)}) are allowed; split the request "
+            message=f"at most {_size(self.limit)} are allowed; split the request "
             "(e.g. uploads of at most 10 000 results)",
             type="payload_too_large",
         )
