@@ -4,8 +4,13 @@ numpy values never reach it: the service converts at its edge (`ndarray.tolist()
 `OPT_SERIALIZE_NUMPY`, raises TypeError on a numpy scalar or array — a leak fails loudly (a 500 and a test failure)
 instead of being written in some encoding a client did not expect. Nor do non-finite floats: orjson, like pydantic,
 writes NaN and ±∞ as `null`, which would be a silent null where the schema promises a number. A body that contains
-`null` is therefore checked for them, and one found is a 422 naming the response field (an estimate that overflows
-float64 comes from inputs at the edge of what is allowed: an inline profile with a bandwidth of 1e-300 B/s).
+`null` is therefore checked for them, and one found is a 422 naming the response field. The input limits
+(schemas/limits.py) keep real estimates finite; this is the backstop.
+
+An endpoint that returns a model reaches this class after FastAPI's JSON-mode dump (`default_response_class`): a NaN
+in a float field arrives as a float and is caught, but inside a free-form `dict[str, Any]` pydantic turns a numpy
+float into a float and NaN into None on the way, so services convert before building their models
+(tests/service/test_encoding.py checks their models for numpy).
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
 from schemas.common import ErrorDetail
@@ -79,10 +83,3 @@ class ORJSONResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return dumps(content)
-
-
-def model_response(model: BaseModel, status_code: int = 200) -> ORJSONResponse:
-    """A model the service built (and so validated) as a response, without FastAPI validating it a second time: for a
-    sync endpoint that second validation is another trip through the thread pool. Python-mode dump, so a numpy value
-    in a free-form field (`details: dict[str, Any]`) reaches orjson and fails instead of being converted silently."""
-    return ORJSONResponse(model.model_dump(), status_code=status_code)
