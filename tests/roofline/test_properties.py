@@ -94,6 +94,48 @@ def test_an_under_filled_matmul_gets_no_faster_as_k_grows() -> None:
         assert np.all(np.diff(est.time_s) >= 0)
 
 
+# --- the tile and split-K search ----------------------------------------------------------------------------------
+
+
+@PROPERTIES
+@given(
+    shapes=st.lists(
+        st.tuples(st.integers(1, 40_000), st.integers(1, 40_000), st.integers(1, 40_000), st.integers(1, 8)),
+        min_size=1,
+        max_size=1200,  # more than one step of the search's chunks of points (`roofline._ops._SEARCH_CHUNK`)
+    )
+)
+def test_a_matmul_over_an_array_of_shapes_gives_each_shape_its_own_answer(
+    shapes: list[tuple[int, int, int, int]],
+) -> None:
+    """The search runs over every shape of an array at once: each point gets exactly (bit for bit) what a call
+    with that shape alone gets: the same tile, split, waves and time."""
+    m, n, k, b = (np.array(column, dtype=np.float64) for column in zip(*shapes, strict=True))
+    (many,) = roofline.matmul(A100, m, n, k, b)
+    for index in sorted({0, len(shapes) - 1, *range(0, len(shapes), 97)}):
+        (one,) = roofline.matmul(A100, m[index], n[index], k[index], b[index])
+        for name in ("tiles", "waves", "tile_m", "tile_n", "split_k", "exposed_s", "wave_efficiency"):
+            assert many.extra[name][index] == one.extra[name], (name, shapes[index])
+        assert many.matrix_s[index] == one.matrix_s
+
+
+@PROPERTIES
+@given(m=st.integers(1, 20_000), n=st.integers(1, 20_000), k=st.integers(1, 20_000))
+def test_the_searched_tile_is_never_slower_than_a_fixed_candidate(m: int, n: int, k: int) -> None:
+    """The search picks the least math plus exposed time (with a split's second launch) among every tile candidate
+    and split (`roofline.matmul`): fixing any one candidate (`tile=`) never gives less."""
+
+    def searched_for(kernel: roofline.Kernel) -> float:
+        return float(kernel.matrix_s + kernel.exposed_s + A100.launch_s * (kernel.launches - 1))
+
+    (searched,) = roofline.matmul(A100, m, n, k)
+    for tile in A100.tiles:
+        (fixed,) = roofline.matmul(A100, m, n, k, tile=tile)
+        assert searched_for(searched) <= searched_for(fixed)
+        if (float(searched.extra["tile_m"]), float(searched.extra["tile_n"])) == tile:
+            assert float(searched.matrix_s) == float(fixed.matrix_s)
+
+
 # --- the ridge point ------------------------------------------------------------------------------------------------
 
 hardware = st.builds(
