@@ -70,22 +70,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Added before the metrics middleware, so it runs inside it: a timed-out request is counted as a 503.
     install_timeouts(app, settings.request_timeout_s, settings.upload_timeout_s)
     install_metrics_middleware(app)
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    # Routes are matched in order, ~3 µs per route passed over (FastAPI tries each in turn): the estimate routes, the
+    # service's hot path, come right after the system routes (bench/throughput.py; /v1/estimate/op 38 → ~6 µs).
     for router in (
         system_router,
+        estimates_router,
+        collectives_router,
+        inference_router,
         hardware_router,
         models_router,
-        estimates_router,
         benchmarks_router,
         calibrations_router,
         accuracy_router,
         roofline_router,
-        collectives_router,
-        inference_router,
         plan_router,
     ):
         _docstring_summaries(router)
         app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
 

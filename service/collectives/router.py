@@ -4,20 +4,28 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request, Response
+from sqlalchemy.orm import Session
 
 from schemas.collectives import CollectiveRead, CollectiveRequest
 from service.collectives import service
-from service.deps import SessionDep
+from service.deps import in_unit_of_work
+from service.encoding import ORJSONResponse
 from service.errors import ERROR_RESPONSES
 from service.examples import COLLECTIVE_EXAMPLES
 
 router = APIRouter(prefix="/v1/estimate", tags=["collectives"], responses=ERROR_RESPONSES)
 
 
-@router.post("/collective")
-def estimate_collective(
-    session: SessionDep, body: Annotated[CollectiveRequest, Body(openapi_examples=COLLECTIVE_EXAMPLES)]
-) -> CollectiveRead:
+# One trip through the thread pool (service.deps.in_unit_of_work), and the model the service built is encoded as is,
+# not validated a second time by FastAPI (response_model documents it; tests/service/test_encoding.py checks the body).
+@router.post("/collective", response_model=CollectiveRead)
+async def estimate_collective(
+    request: Request, body: Annotated[CollectiveRequest, Body(openapi_examples=COLLECTIVE_EXAMPLES)]
+) -> Response:
     """Estimate a collective (all-reduce, all-gather, …) on a device's own fabric or an explicit topology."""
-    return service.estimate(session, body)
+
+    def work(session: Session) -> Response:
+        return ORJSONResponse(service.estimate(session, body).model_dump(mode="json"))
+
+    return await in_unit_of_work(request, work)

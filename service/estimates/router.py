@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Request, Response
-from starlette.concurrency import run_in_threadpool
+from sqlalchemy.orm import Session
 
 from schemas.estimates import EstimateOpRequest, EstimateOpsRead, EstimateOpsRequest, EstimateRead
-from service.db import unit_of_work
-from service.deps import SessionDep
+from service.deps import SessionDep, in_unit_of_work
 from service.encoding import ORJSONResponse
 from service.errors import ERROR_RESPONSES
 from service.estimates import service
 from service.examples import ESTIMATE_OP_EXAMPLES, ESTIMATE_OPS_EXAMPLES
-from service.timeouts import current_deadline
 
 router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RESPONSES)
 
 
 # The hot path of the service, written for it (bench/throughput.py):
 # - one trip through the thread pool, not three: a sync endpoint with SessionDep crosses to a worker thread to open
-#   the session, again to run, and again to commit; here the whole unit of work runs in one call (the same
-#   `unit_of_work`, with the request's deadline, that SessionDep uses);
+#   the session, again to run, and again to commit; here the whole unit of work runs in one call
+#   (`service.deps.in_unit_of_work`: the same unit of work, with the request's deadline, that SessionDep uses);
 # - the body is the item `item_dicts` renders (plain numbers, exactly EstimateRead's fields, checked finite),
 #   encoded as is, not validated again as a model by FastAPI; tests/service/test_encoding.py validates the answer
 #   against EstimateRead.
@@ -32,16 +29,14 @@ async def estimate_op(
     request: Request, body: Annotated[EstimateOpRequest, Body(openapi_examples=ESTIMATE_OP_EXAMPLES)]
 ) -> Response:
     """Estimate one op on one device: time, FLOPs, bytes and which roof bounds it."""
-    return await run_in_threadpool(_estimate_op, request, body)
 
-
-def _estimate_op(request: Request, body: EstimateOpRequest) -> Response:
-    with contextmanager(unit_of_work)(request.app.state.sessionmaker, current_deadline(request.scope)) as session:
+    def work(session: Session) -> Response:
         spec, name = service.resolve_hardware(session, body)
         hw = service.to_core(spec, body)
         est = service.with_assumptions(service.evaluate(hw, body.op), hw, name)
-        item = service.item_dicts(service.calibrated(session, body, body.op, est), where=None)[0]
-    return ORJSONResponse(item)
+        return ORJSONResponse(service.item_dicts(service.calibrated(session, body, body.op, est), where=None)[0])
+
+    return await in_unit_of_work(request, work)
 
 
 # The body is rendered by the service (up to 100 000 items: no model per item); response_model documents it.

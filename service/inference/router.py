@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request, Response
+from sqlalchemy.orm import Session
 
 from schemas.inference import InferenceBatchRead, InferenceBatchRequest, InferenceRead, InferenceRequest
-from service.deps import SessionDep
+from service.deps import SessionDep, in_unit_of_work
+from service.encoding import ORJSONResponse
 from service.errors import ERROR_RESPONSES
 from service.examples import INFERENCE_BATCH_EXAMPLES, INFERENCE_EXAMPLES
 from service.inference import service
@@ -15,12 +17,18 @@ from service.inference import service
 router = APIRouter(prefix="/v1/estimate", tags=["inference"], responses=ERROR_RESPONSES)
 
 
-@router.post("/inference")
-def estimate_inference(
-    session: SessionDep, body: Annotated[InferenceRequest, Body(openapi_examples=INFERENCE_EXAMPLES)]
-) -> InferenceRead:
+# One trip through the thread pool (service.deps.in_unit_of_work), and the model the service built is encoded as is,
+# not validated a second time by FastAPI (response_model documents it; tests/service/test_encoding.py checks the body).
+@router.post("/inference", response_model=InferenceRead)
+async def estimate_inference(
+    request: Request, body: Annotated[InferenceRequest, Body(openapi_examples=INFERENCE_EXAMPLES)]
+) -> Response:
     """Estimate a whole inference run: prefill, decode steps, memory per device, communication and cost."""
-    return service.estimate(session, body)
+
+    def work(session: Session) -> Response:
+        return ORJSONResponse(service.estimate(session, body).model_dump(mode="json"))
+
+    return await in_unit_of_work(request, work)
 
 
 @router.post("/inference/batch")

@@ -19,9 +19,9 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 import roofline
-from schemas.collectives import CollectiveRequest
+from schemas.collectives import CollectiveRead, CollectiveRequest
 from schemas.estimates import EstimateOpsRead, EstimateRead
-from schemas.inference import InferenceRequest
+from schemas.inference import InferenceRead, InferenceRequest
 from schemas.plan import PlanRequest
 from service import encoding
 from service.collectives import service as collectives
@@ -161,6 +161,27 @@ def test_the_op_answer_is_exactly_an_estimate_read(client: TestClient) -> None:
     body = response.json()
     assert list(body) == list(EstimateRead.model_fields)
     assert EstimateRead.model_validate(body).model_dump(mode="json") == body
+
+
+@pytest.mark.parametrize(
+    ("path", "examples", "model"),
+    [
+        ("/v1/estimate/inference", INFERENCE_EXAMPLES, InferenceRead),
+        ("/v1/estimate/collective", COLLECTIVE_EXAMPLES, CollectiveRead),
+    ],
+    ids=["inference", "collective"],
+)
+def test_the_inference_and_collective_answers_are_exactly_their_models(
+    client: TestClient, path: str, examples: dict[str, Any], model: type[BaseModel]
+) -> None:
+    # These endpoints encode the model their service built without FastAPI's second validation of the answer
+    # (service.deps.in_unit_of_work): this is that check, on every example.
+    for body in _examples(examples):
+        response = client.post(path, json=body)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert list(answer) == list(model.model_fields)
+        assert model.model_validate(answer).model_dump(mode="json") == answer
 
 
 def test_a_sweep_answer_is_exactly_an_estimate_ops_read(client: TestClient) -> None:
