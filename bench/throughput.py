@@ -12,9 +12,15 @@ requests/s, p50 and p99 latency (wrk's, request sent to response received), and 
 (median of the per-round ratios).
 
     trivial      GET  /v1/system/ping          a constant (async; no database): HTTP, routing and middleware alone
-    op           POST /v1/estimate/op          a 4096³ bf16 matmul on a100-sxm-80gb
+    op           POST /v1/estimate/op          bf16 matmuls on a100-sxm-80gb: the GEMMs of Llama 3 8B (QKV, output,
+                                               gate/up, down projections; n, k from its config) at 6 token counts
+                                               (decode 1 and 16, prefill 256–8192), 24 bodies in turn
     inference    POST /v1/estimate/inference   Llama 3 8B on one H100: batch 8, 1024 + 128 tokens
     collective   POST /v1/estimate/collective  all_reduce of 16 MB on 8 A100s (the profile's NVSwitch)
+
+Every endpoint's requests go through the same Lua `request()` that hands out pre-formatted requests in turn (the
+trivial and the other endpoints one body repeated), so the client costs the same per request for each; the op bodies
+differ from request to request, so nothing the server might remember about one body answers the next.
 
 Target (issue 8): op / trivial ≥ 0.5.
 """
@@ -44,33 +50,40 @@ class Endpoint:
     name: str
     method: str
     path: str
-    body: dict[str, Any] | None = None
+    bodies: tuple[dict[str, Any] | None, ...] = (None,)
 
+
+# Llama 3 8B's GEMMs (hidden 4096, 32 query and 8 KV heads of 128: QKV n = 6144; FFN 14 336; Meta's config.json):
+# (n, k) of the QKV, output, gate/up (fused, n = 2·14 336) and down projections.
+LLAMA3_8B_GEMMS = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
+TOKENS = (1, 16, 256, 1024, 4096, 8192)  # decode at batch 1 and 16; prefill chunks
+OP_BODIES = tuple(
+    {"hardware": "a100-sxm-80gb", "op": {"kind": "matmul", "m": m, "n": n, "k": k, "dtype": "bf16"}}
+    for m in TOKENS
+    for n, k in LLAMA3_8B_GEMMS
+)
 
 ENDPOINTS = (
     Endpoint("trivial", "GET", "/v1/system/ping"),
-    Endpoint(
-        "op",
-        "POST",
-        "/v1/estimate/op",
-        {"hardware": "a100-sxm-80gb", "op": {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}},
-    ),
+    Endpoint("op", "POST", "/v1/estimate/op", OP_BODIES),
     Endpoint(
         "inference",
         "POST",
         "/v1/estimate/inference",
-        {
-            "model": "llama-3-8b",
-            "hardware": "h100-sxm",
-            "devices": 1,
-            "workload": {"batch": 8, "prompt_tokens": 1024, "output_tokens": 128},
-        },
+        (
+            {
+                "model": "llama-3-8b",
+                "hardware": "h100-sxm",
+                "devices": 1,
+                "workload": {"batch": 8, "prompt_tokens": 1024, "output_tokens": 128},
+            },
+        ),
     ),
     Endpoint(
         "collective",
         "POST",
         "/v1/estimate/collective",
-        {"op": "all_reduce", "bytes": 16e6, "hardware": "a100-sxm-80gb", "devices": 8},
+        ({"op": "all_reduce", "bytes": 16e6, "hardware": "a100-sxm-80gb", "devices": 8},),
     ),
 )
 
@@ -132,15 +145,33 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+LUA_REQUESTS = 24  # requests each script formats up front and hands out in turn, the same count for every endpoint
+
+
 def lua_script(endpoint: Endpoint, directory: Path) -> Path:
-    """wrk's request: method, JSON body and content type."""
+    """wrk's requests: `LUA_REQUESTS` pre-formatted requests (method, JSON body, content type) handed out in turn by
+    `request()`, cycling through the endpoint's bodies: the same client work per request for every endpoint."""
     path = directory / f"{endpoint.name}.lua"
-    lines = [f'wrk.method = "{endpoint.method}"']
-    if endpoint.body is not None:
-        lines += [
-            'wrk.headers["Content-Type"] = "application/json"',
-            f"wrk.body = {json.dumps(json.dumps(endpoint.body))}",  # a Lua string literal of the JSON text
-        ]
+    # Formatted in init(), after wrk has set the Host header (a request formatted at load time has none: a 400).
+    lines = ["local requests = {}", "function init(args)"]
+    for index in range(LUA_REQUESTS):
+        body = endpoint.bodies[index % len(endpoint.bodies)]
+        if body is None:
+            lines.append(f'  requests[{index + 1}] = wrk.format("{endpoint.method}", "{endpoint.path}")')
+        else:
+            text = json.dumps(json.dumps(body))  # a Lua string literal of the JSON text
+            lines.append(
+                f'  requests[{index + 1}] = wrk.format("{endpoint.method}", "{endpoint.path}", '
+                f'{{["Content-Type"] = "application/json"}}, {text})'
+            )
+    lines += [
+        "end",
+        "local next = 0",
+        "function request()",
+        f"  next = next % {LUA_REQUESTS} + 1",
+        "  return requests[next]",
+        "end",
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -158,9 +189,10 @@ def check_answers(url: str) -> None:
     """Each endpoint answers 200 before anything is timed (a fast 4xx would flatter the figures)."""
     with httpx.Client(base_url=url, timeout=30) as client:
         for endpoint in ENDPOINTS:
-            response = client.request(endpoint.method, endpoint.path, json=endpoint.body)
-            if response.status_code != 200:
-                raise SystemExit(f"{endpoint.name}: {response.status_code} {response.text}")
+            for body in endpoint.bodies:
+                response = client.request(endpoint.method, endpoint.path, json=body)
+                if response.status_code != 200:
+                    raise SystemExit(f"{endpoint.name}: {response.status_code} {response.text}")
 
 
 def main(argv: list[str] | None = None) -> int:
