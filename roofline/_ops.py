@@ -5,6 +5,7 @@ Every function takes sizes as arrays (or scalars) that broadcast together and re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -135,10 +136,9 @@ def matmul(
         exposed = np.where(is_split, np.where(out_tiles < slots, exposed + hw.launch_s, np.inf), exposed)
         return tiles, waves, seconds, exposed
 
-    def fastest(*sizes: Array) -> NDArray[np.intp]:
+    def fastest(grid_shape: tuple[int, ...], *sizes: Array) -> NDArray[np.intp]:
         """Index of the first least total over every (candidate, split) pair, a library's pick, as c·splits + s: the
-        pairs on two leading axes."""
-        grid_shape = np.broadcast_shapes(*(np.shape(x) for x in sizes))
+        pairs on two leading axes, the points (`sizes`, broadcasting to `grid_shape`) after them."""
         ones = (1,) * len(grid_shape)
         tm, tn = candidates[:, 0].reshape(-1, 1, *ones), candidates[:, 1].reshape(-1, 1, *ones)
         _, _, grid_s, grid_exposed = cost(tm, tn, _SPLITS.reshape(1, -1, *ones), *sizes)
@@ -147,14 +147,13 @@ def matmul(
         return out.reshape(grid_shape)
 
     shape = np.broadcast_shapes(m.shape, n.shape, k.shape, b.shape)
-    size = int(np.prod(shape))
+    size = math.prod(shape)
     if size <= _SEARCH_CHUNK:
-        pick = fastest(m, n, k, b, eff)
+        pick = fastest(shape, m, n, k, b, eff)
     else:  # chunks of points, so that the grid's temporaries stay in cache (twice as fast at 10 000 points)
         flat = [np.broadcast_to(x, shape).reshape(-1) for x in (m, n, k, b, eff)]
-        pick = np.concatenate(
-            [fastest(*(x[i : i + _SEARCH_CHUNK] for x in flat)) for i in range(0, size, _SEARCH_CHUNK)]
-        ).reshape(shape)
+        chunks = [(i, min(i + _SEARCH_CHUNK, size)) for i in range(0, size, _SEARCH_CHUNK)]
+        pick = np.concatenate([fastest((j - i,), *(x[i:j] for x in flat)) for i, j in chunks]).reshape(shape)
     # The winner's figures, computed again from its tile and split alone: the same arithmetic on the same numbers
     # (identical), and cheaper than gathering them from the grid.
     choice, split_index = np.divmod(pick, len(SPLIT_K))
