@@ -36,7 +36,7 @@ async def estimate_op(
         est = service.with_assumptions(service.evaluate(hw, body.op), hw, name)
         return ORJSONResponse(service.item_dicts(service.calibrated(session, body, body.op, est), where=None)[0])
 
-    return await in_unit_of_work(request, work)
+    return await in_unit_of_work(request, work, read_only=True)
 
 
 # The body is rendered by the service (up to 100 000 items: no model per item); response_model documents it.

@@ -28,7 +28,7 @@ async def estimate_inference(
     def work(session: Session) -> Response:
         return ORJSONResponse(service.estimate(session, body).model_dump(mode="json"))
 
-    return await in_unit_of_work(request, work)
+    return await in_unit_of_work(request, work, read_only=True)
 
 
 @router.post("/inference/batch")
