@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 import roofline
 from schemas.common import ErrorDetail
-from schemas.estimates import EstimateContext, EstimateRead, Sweep
+from schemas.estimates import EstimateContext, Sweep
 from schemas.hardware import HardwareCreate, HardwareSpec
 from schemas.ops import (
     Activation,
@@ -39,7 +39,6 @@ from service.errors import Unprocessable, details_from_validation, validation_me
 BOUNDS = ("compute", "memory", "overhead")
 MATMUL_FIELDS = ("tiles", "waves", "wave_efficiency")
 MAX_ERRORS = 20
-_ITEMS: TypeAdapter[list[EstimateRead]] = TypeAdapter(list[EstimateRead])
 _CHAIN_INDEX = re.compile(r"^ops\[(\d+)\]: (.*)$", re.DOTALL)
 
 
@@ -254,11 +253,6 @@ def item_dicts(est: roofline.Estimate, where: str | None = "response.items") -> 
     }
     names = list(columns)
     return [dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)]
-
-
-def rows(est: roofline.Estimate) -> list[EstimateRead]:
-    """One validated response model per point."""
-    return _ITEMS.validate_python(item_dicts(est))
 
 
 def ops_json(items: list[dict[str, Any]], grid: dict[str, list[float]] | None = None) -> bytes:
