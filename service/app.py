@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from service.accuracy.router import router as accuracy_router
 from service.benchmarks.router import router as benchmarks_router
 from service.calibrations.router import router as calibrations_router
+from service.catalogue.loopread import LoopReader
 from service.charts.router import router as roofline_router
 from service.collectives.router import router as collectives_router
 from service.db import make_engine, make_sessionmaker
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
+    app.state.loop_reader = LoopReader.for_engine(engine)  # catalogue digests on the event loop (SQLite only)
     app.state.rate_limits = RateLimits.from_settings(settings)  # configuration only: the counts are in the database
 
     install_error_handlers(app)

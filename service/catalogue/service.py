@@ -88,6 +88,17 @@ _SPECS_LOCK = threading.Lock()  # sync endpoints run in a thread pool
 SPEC_CACHE_SIZE = 512
 
 
+def cached_spec(kind: CatalogueKind[C, R, E], slug: str, digest: str) -> C | None:
+    """The parsed document of an entry whose digest the caller has just read, if it is cached (else None: read it
+    with `get_spec`). For `service.catalogue.loopread`, which reads digests without a session."""
+    key = (kind.table.__tablename__, slug, digest)
+    with _SPECS_LOCK:
+        cached = _SPECS.get(key)
+        if cached is not None:
+            _SPECS.move_to_end(key)
+        return cast(C | None, cached)
+
+
 def get_spec(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> C:
     """The validated document of an entry, for the modelling code (shared: do not change it)."""
     repo = CatalogueRepository(session, kind.table)

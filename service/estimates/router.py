@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Request, Response
 from sqlalchemy.orm import Session
 
 from schemas.estimates import EstimateOpRequest, EstimateOpsRead, EstimateOpsRequest, EstimateRead
+from schemas.hardware import HardwareSpec
 from service.deps import SessionDep, in_unit_of_work
 from service.encoding import ORJSONResponse
 from service.errors import ERROR_RESPONSES
@@ -18,10 +19,14 @@ router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RE
 
 
 # The hot path of the service, written for it (bench/throughput.py):
-# - one trip through the thread pool, not three: a sync endpoint with SessionDep crosses to a worker thread to open
-#   the session, again to run, and again to commit; here the whole unit of work runs in one call
-#   (`service.deps.in_unit_of_work`: the same unit of work, with the request's deadline, that SessionDep uses);
-# - the body is the item `item_dicts` renders (plain numbers, exactly EstimateRead's fields, checked finite),
+# - no trip through the thread pool when the answer needs no session: an inline profile, or a catalogue profile whose
+#   digest `service.catalogue.loopread` reads on the loop and whose parse is cached (one op costs ~0.1-0.3 ms of
+#   numpy: less than the trip, and bounded by the op's limits);
+# - otherwise (calibration, a profile not parsed yet, PostgreSQL) one trip, not three: a sync endpoint with SessionDep
+#   crosses to a worker thread to open the session, again to run, and again to commit; here the whole unit of work
+#   runs in one call (`service.deps.in_unit_of_work`: the same unit of work, with the request's deadline, that
+#   SessionDep uses);
+# - the body is the item `item_dict` renders (plain numbers, exactly EstimateRead's fields, checked finite),
 #   encoded as is, not validated again as a model by FastAPI; tests/service/test_encoding.py validates the answer
 #   against EstimateRead.
 @router.post("/op", response_model=EstimateRead)
@@ -30,11 +35,20 @@ async def estimate_op(
 ) -> Response:
     """Estimate one op on one device: time, FLOPs, bytes and which roof bounds it."""
 
-    def work(session: Session) -> Response:
-        spec, name = service.resolve_hardware(session, body)
+    def estimate(spec: HardwareSpec, name: str, session: Session | None) -> Response:
         hw = service.to_core(spec, body)
         est = service.with_assumptions(service.evaluate(hw, body.op), hw, name)
-        return ORJSONResponse(service.item_dicts(service.calibrated(session, body, body.op, est), where=None)[0])
+        if session is not None:
+            est = service.calibrated(session, body, body.op, est)
+        return ORJSONResponse(service.item_dict(est))
+
+    if body.options.calibration == "none":
+        resolved = service.resolve_hardware_on_loop(request.app.state.loop_reader, body)
+        if resolved is not None:
+            return estimate(*resolved, None)
+
+    def work(session: Session) -> Response:
+        return estimate(*service.resolve_hardware(session, body), session)
 
     return await in_unit_of_work(request, work, read_only=True)
 

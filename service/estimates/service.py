@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from enum import Enum
 from typing import Annotated, Any
@@ -33,8 +34,9 @@ from schemas.ops import (
 )
 from service import encoding
 from service.catalogue import service as catalogue
+from service.catalogue.loopread import LoopReader
 from service.catalogue.service import HARDWARE, merge_patch
-from service.errors import Unprocessable, details_from_validation, validation_message
+from service.errors import NotFound, Unprocessable, details_from_validation, validation_message
 
 BOUNDS = ("compute", "memory", "overhead")
 MATMUL_FIELDS = ("tiles", "waves", "wave_efficiency")
@@ -51,10 +53,25 @@ def invalid(field: str, message: str, kind: str = "value_error") -> Unprocessabl
 def resolve_hardware(session: Session, ctx: EstimateContext) -> tuple[HardwareSpec, str]:
     """The profile an estimate runs on: a catalogue entry or an inline one, with the merge patch applied."""
     if isinstance(ctx.hardware, str):
-        spec: HardwareSpec = catalogue.get_spec(session, HARDWARE, ctx.hardware)
-        name = ctx.hardware
-    else:
-        spec, name = ctx.hardware, ctx.hardware.slug
+        return _patched(catalogue.get_spec(session, HARDWARE, ctx.hardware), ctx.hardware, ctx)
+    return _patched(ctx.hardware, ctx.hardware.slug, ctx)
+
+
+def resolve_hardware_on_loop(reader: LoopReader, ctx: EstimateContext) -> tuple[HardwareSpec, str] | None:
+    """`resolve_hardware` without a session, where that needs no more than one digest read (`LoopReader`): an inline
+    profile, or a catalogue profile whose parse is cached under the digest just read. None: ask `resolve_hardware`."""
+    if not isinstance(ctx.hardware, str):
+        return _patched(ctx.hardware, ctx.hardware.slug, ctx)
+    known, digest = reader.digest(HARDWARE.table.__tablename__, ctx.hardware)
+    if not known:
+        return None
+    if digest is None:
+        raise NotFound(f"No {HARDWARE.label} with slug {ctx.hardware!r}.")
+    spec = catalogue.cached_spec(HARDWARE, ctx.hardware, digest)
+    return None if spec is None else _patched(spec, ctx.hardware, ctx)
+
+
+def _patched(spec: HardwareSpec, name: str, ctx: EstimateContext) -> tuple[HardwareSpec, str]:
     if ctx.hardware_patch:
         doc = merge_patch(spec.model_dump(mode="json", exclude_none=True), ctx.hardware_patch)
         doc.setdefault("slug", name)
@@ -180,18 +197,9 @@ def evaluate(
         raise invalid(where, str(err)) from None
 
 
-def item_dicts(est: roofline.Estimate, where: str | None = "response.items") -> list[dict[str, Any]]:
-    """One response item per point of an estimate, as plain dicts with exactly `EstimateRead`'s fields, in order.
-
-    Every number goes into one (columns × points) float64 matrix, checked finite in one call and turned into Python
-    floats in one `tolist()`, then zipped into rows: a 10 000-point sweep costs tens of milliseconds here, where
-    constructing one pydantic model per point cost hundreds (bench/estimate_sweep.py), and a single estimate costs
-    tens of microseconds, where a numpy call per column cost ~0.3 ms (bench/throughput.py). numpy stops here.
-    A non-finite number is a 422 naming it: `where` names the items (None: one item, `response.<field>`).
-    """
-    shape = np.shape(est.time_s)
-    size = int(np.prod(shape))
-    numbers = {
+def _numbers_of(est: roofline.Estimate) -> dict[str, Any]:
+    """The numeric columns of a response item, `details.`-prefixed for the op's own figures."""
+    return {
         "time_s": est.time_s,
         "flops": est.flops,
         "bytes": est.bytes,
@@ -204,6 +212,56 @@ def item_dicts(est: roofline.Estimate, where: str | None = "response.items") -> 
         "peak_flops_per_s": est.peak_flops_per_s,
         **{f"details.{name}": values for name, values in est.extra.items()},
     }
+
+
+def item_dict(est: roofline.Estimate) -> dict[str, Any]:
+    """`item_dicts(est, where=None)[0]` for a single estimate (0-d arrays), with Python's float() and
+    math.isfinite() per number instead of numpy's matrix: ~10 µs where the column path costs ~50, which matters on
+    /v1/estimate/op, the service's hot path (bench/throughput.py). tests/service/test_estimates_api.py holds the two
+    paths equal."""
+    if np.ndim(est.time_s) != 0:
+        return item_dicts(est, where=None)[0]
+    numbers = {name: float(value) for name, value in _numbers_of(est).items()}
+    for name, value in numbers.items():
+        if not math.isfinite(value):
+            raise encoding.non_finite_error(f"response.{name}")
+    extra = {name[len("details.") :]: value for name, value in numbers.items() if name.startswith("details.")}
+    is_matmul = "tiles" in extra
+    time_s, flops = numbers["time_s"], numbers["flops"]
+    return {
+        "time_s": time_s,
+        "flops": flops,
+        "bytes": numbers["bytes"],
+        "arithmetic_intensity": numbers["arithmetic_intensity"],
+        "critical_intensity": numbers["critical_intensity"],
+        "compute_time_s": numbers["compute_time_s"],
+        "memory_time_s": numbers["memory_time_s"],
+        "overhead_s": numbers["overhead_s"],
+        "bound": BOUNDS[int(est.bound)],
+        "unit": est.unit,
+        "peak_flops_per_s": numbers["peak_flops_per_s"],
+        "achieved_flops_per_s": flops / time_s if time_s > 0 else 0.0,
+        "tiles": extra["tiles"] if is_matmul else None,
+        "waves": extra["waves"] if is_matmul else None,
+        "wave_efficiency": extra["wave_efficiency"] if is_matmul else None,
+        "tile": [int(extra["tile_m"]), int(extra["tile_n"])] if is_matmul else None,
+        "details": {name: value for name, value in extra.items() if name not in MATMUL_FIELDS},
+        "assumptions": est.assumptions,
+    }
+
+
+def item_dicts(est: roofline.Estimate, where: str | None = "response.items") -> list[dict[str, Any]]:
+    """One response item per point of an estimate, as plain dicts with exactly `EstimateRead`'s fields, in order.
+
+    Every number goes into one (columns × points) float64 matrix, checked finite in one call and turned into Python
+    floats in one `tolist()`, then zipped into rows: a 10 000-point sweep costs tens of milliseconds here, where
+    constructing one pydantic model per point cost hundreds (bench/estimate_sweep.py), and a single estimate costs
+    tens of microseconds, where a numpy call per column cost ~0.3 ms (bench/throughput.py). numpy stops here.
+    A non-finite number is a 422 naming it: `where` names the items (None: one item, `response.<field>`).
+    """
+    shape = np.shape(est.time_s)
+    size = int(np.prod(shape))
+    numbers = _numbers_of(est)
     try:  # every column of one shape (a single estimate's 0-d numbers): one call, ~1 µs where a loop costs ~12
         matrix = np.array(list(numbers.values()), dtype=np.float64)
         if matrix.shape != (len(numbers), *shape):

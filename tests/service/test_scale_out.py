@@ -127,16 +127,29 @@ def test_replicas_racing_to_migrate_an_empty_database_all_succeed(
     assert sorted(int(m.group(1)) if m else 0 for m in inserted)[:2] == [0, 0]
 
 
+@pytest.fixture(params=["postgresql", "sqlite"])
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database: the scale-out profile's PostgreSQL, or one SQLite file shared by several processes (the
+    embedded default with `--workers 2`, where op estimates read digests on the event loop:
+    service.catalogue.loopread)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+        return
+    schema = PostgresSchema()
+    yield schema.url
+    schema.drop()
+
+
 @pytest.fixture
-def two_replicas(services: dict[str, Any], empty_postgres: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+def two_replicas(services: dict[str, Any], empty_database: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """The migrate step, then two `ridgeline serve` processes (one worker each, so that the process that answered
     an estimate before a change is the one asked after it) started with the replica's flags."""
     subprocess.run(
-        [*ridgeline_command(), *services["migrate"]["command"][1:], "--database-url", empty_postgres],
+        [*ridgeline_command(), *services["migrate"]["command"][1:], "--database-url", empty_database],
         check=True,
         capture_output=True,
     )
-    env = {**os.environ, "DATABASE_URL": empty_postgres}
+    env = {**os.environ, "DATABASE_URL": empty_database}
     env.pop("RIDGELINE_DATABASE_URL", None)
     servers = []
     try:
