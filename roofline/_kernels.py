@@ -57,6 +57,9 @@ class Kernel:
     # in flight, `dependent_loads` in series. None: tiled kernels (matmul, attention) that stage their loads.
     access_bytes: float | None = None
     dependent_loads: float = 1.0
+    # Loads one thread issues one after another over the whole kernel (a loop whose every trip waits for its load),
+    # for a kernel whose threads make many such trips (`memory_s`); 0: not modelled (one round trip at least).
+    serial_loads: Array = field(default_factory=lambda: np.zeros(()))
     extra: dict[str, Array] = field(default_factory=dict)
     assumptions: dict[str, object] = field(default_factory=dict)
 
@@ -71,8 +74,10 @@ class Kernel:
     def memory_s(self, hw: Hardware, moved: Array) -> Array:
         """Time to move `moved` bytes. A tiled kernel moves them at the achievable peak bandwidth. A streaming kernel
         is held by two limits at once, the bandwidth and the bytes its threads keep in flight over the memory latency
-        (`Hardware.parallel_bandwidth` over every resident thread), combined as `MEMORY_QUEUEING_NORM` says; never less
-        than one round trip (the loads in series) of that latency."""
+        (`Hardware.parallel_bandwidth` over every resident thread), combined as `MEMORY_QUEUEING_NORM` says; and by the
+        chain of round trips one thread makes (`serial_loads` × `dependent_loads` latencies), which a grid of few
+        thread blocks cannot hide behind other threads' traffic: the three combine the same way. Never less than one
+        round trip (the loads in series) of that latency."""
         bw = hw.memory_bytes_per_s * hw.eff_memory
         if self.access_bytes is None:
             out: Array = moved / bw
@@ -81,8 +86,10 @@ class Kernel:
         latency_bound = hw.parallel_bandwidth(np.asarray(float(resident)), self.access_bytes, self.dependent_loads)
         p = MEMORY_QUEUEING_NORM
         seconds = moved * ((1.0 / bw) ** p + (1.0 / latency_bound) ** p) ** (1.0 / p)
-        floor = (hw.memory_latency_s or 0.0) * self.dependent_loads
-        out = np.maximum(seconds, np.where(moved > 0, floor, 0.0))
+        latency = hw.memory_latency_s or 0.0
+        chain = latency * self.dependent_loads * self.serial_loads
+        seconds = (seconds**p + chain**p) ** (1.0 / p)
+        out = np.maximum(seconds, np.where(moved > 0, latency * self.dependent_loads, 0.0))
         return out
 
 
@@ -178,7 +185,8 @@ def _fused_access(kernels: Sequence[Kernel]) -> dict[str, Any]:
     if any(k.access_bytes is None for k in kernels):
         return {}
     narrow = min(kernels, key=lambda k: (k.access_bytes or 0.0) / k.dependent_loads)
-    return {"access_bytes": narrow.access_bytes, "dependent_loads": narrow.dependent_loads}
+    serial = np.max(np.stack(np.broadcast_arrays(*(k.serial_loads for k in kernels))), axis=0)
+    return {"access_bytes": narrow.access_bytes, "dependent_loads": narrow.dependent_loads, "serial_loads": serial}
 
 
 # Backward FLOPs of an elementwise op: about twice its forward (the local derivative and the chain-rule product),

@@ -3,8 +3,8 @@
 Runs the comparison of `bench/validate.py` (the measured tables in ../shared/validation: aiconfigurator,
 vidur and LLMCompass; see that module for sources, licences and timing scopes) and holds each family that reached
 the issue's target to a bound just above the error measured when it was reached: a change to the model that makes
-those predictions worse fails here. Families that miss the target (Phi-2's LayerNorm in vidur; TensorRT-LLM's decode
-attention) are reported by the command, not asserted.
+those predictions worse fails here. Families that miss the target (TensorRT-LLM's decode attention) are reported by
+the command, not asserted.
 
 Without the data the test skips, except under CI (CI=true), where missing data is a failure.
 """
@@ -34,7 +34,11 @@ BOUNDS: dict[tuple[str, str], tuple[float, float | None]] = {
     ("vidur", "activation"): (0.085, None),  # 8.0 % (SwiGLU: gate and up, scalar); target 20 %
     ("llmcompass", "gemm"): (0.07, None),  # 6.5 %; target 12 %
     ("llmcompass", "softmax"): (0.09, None),  # 8.4 %; target 20 %
-    ("llmcompass", "layernorm"): (0.07, None),  # 6.5 %; target 20 %
+    # PyTorch's vectorized layer norm (`roofline._ops.LAYERNORM_BLOCK_THREADS`): a block per row, two passes of
+    # 4-element loads in series, the second from device memory once the resident rows outgrow L2; LLMCompass's layer
+    # norm call hides its kernel under its 52 µs of host work (`bench.validate.Scope.floor_s`).
+    ("vidur", "layernorm"): (0.17, None),  # 16.6 % (37.8 % before); target 20 %
+    ("llmcompass", "layernorm"): (0.03, None),  # 2.7 % (6.5 % before); target 20 %
     ("llmcompass", "activation"): (0.03, None),  # 2.4 %; target 20 %
 }
 FAMILIES = {

@@ -35,8 +35,12 @@ BOUNDS: dict[tuple[str, str], float] = {
     ("decode", "W1_proj"): 0.04,  # −1.1 %
     ("decode", "W2_proj"): 0.04,  # −1.1 %
     ("decode", "Softmax"): 0.14,  # −11.2 %
-    ("decode", "LayerNorm_MHA"): 0.12,  # +9.6 %
-    ("decode", "LayerNorm_FFN"): 0.12,  # +9.6 %
+    # PyTorch's layer norm: 12 288-wide rows of the resident blocks outgrow L2, so the second pass reads device
+    # memory again (was −24.2 %); the decode call's kernel runs under its host time (bench/validate.py, floor_s).
+    ("prefill", "LayerNorm_MHA"): 0.20,  # +18.6 %
+    ("prefill", "LayerNorm_FFN"): 0.20,  # +18.6 %
+    ("decode", "LayerNorm_MHA"): 0.09,  # +8.2 %
+    ("decode", "LayerNorm_FFN"): 0.09,  # +8.2 %
     ("decode", "GeLU"): 0.03,  # −0.6 %
 }
 # Ops that miss the 20 % target (see the README's accuracy section for why), held at their measured error.
@@ -44,8 +48,6 @@ MISSES: dict[tuple[str, str], float] = {
     # +33.2 % (+26.3 % before streaming kernels queued at the bandwidth): the three-read block softmax model; the
     # measured 2048-wide rows run as if one of the three reads hit on-chip cache (README, accuracy).
     ("prefill", "Softmax"): 0.34,
-    ("prefill", "LayerNorm_MHA"): 0.25,  # −24.2 % (was −27.7 %): 12 288-wide rows run at 58 % of HBM bandwidth
-    ("prefill", "LayerNorm_FFN"): 0.25,
     ("decode", "Q_K_V"): 0.33,  # −30.8 %: cuBLAS runs this m = 8 GEMV at 1.07 TB/s, W1 at 1.62 TB/s
     ("decode", "A_mul_V"): 0.51,  # −49.2 %: a 192-batch 1 × 2048 × 128 bmm in two waves of CTAs
     ("decode", "AllReduce_MHA"): 0.54,  # −51.9 %: a 196 KB NCCL all-reduce, collective model

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -240,3 +241,37 @@ def test_a_fused_chain_never_moves_more_bytes_than_unfused(
     unfused = roofline.chain(copy, A100, False, VECTOR_PEAK, A100.launch_s)
     assert float(fused.bytes) <= float(unfused.bytes) * (1 + 1e-12), names
     assert float(fused.flops) == float(unfused.flops)
+
+
+# --- PyTorch's vectorized layer norm (roofline._ops.LAYERNORM_BLOCK_THREADS), by hand on the A100 profile ----------
+# 108 SMs × 2048 threads, 650 ns latency (RL-ASSUME), 2039e9 B/s × 0.90, 40 MiB L2 (41 943 040 B).
+
+
+def _layernorm_memory_s(rows: int, cols: int) -> float:
+    est = roofline.single(roofline.layernorm(A100_NO_LAUNCH, rows, cols, "fp16"), A100_NO_LAUNCH, VECTOR_PEAK, 0.0)
+    return float(est.memory_s)
+
+
+def _queued(moved: float, trips: float) -> float:
+    """Streaming time with one 8-byte load (4 fp16) per resident thread in flight, combined with the bandwidth and
+    with a thread's `trips` round trips by the 2-norm (`roofline._kernels.MEMORY_QUEUEING_NORM`)."""
+    in_flight = 108 * 2048 * 8 / 650e-9
+    streaming = moved * ((1 / (2039e9 * 0.9)) ** 2 + (1 / in_flight) ** 2) ** 0.5
+    return float((streaming**2 + (trips * 650e-9) ** 2) ** 0.5)
+
+
+def test_one_layer_norm_row_is_a_chain_of_round_trips() -> None:
+    # One 2560-wide row: 2560 / (128 threads × 4) = 5 trips per pass, two passes: 10 round trips (6.5 µs) against
+    # 20 480 B (x in and y out, scale and shift) that stream in 12 ns.
+    moved = 2 * 2560 * 2 + 2 * 2560 * 2
+    assert _layernorm_memory_s(1, 2560) == pytest.approx(_queued(moved, 10), rel=1e-12)
+    assert _layernorm_memory_s(1, 2560) == pytest.approx(6.5e-6, rel=1e-3)
+
+
+def test_layer_norm_rows_that_outgrow_l2_are_read_twice_from_memory() -> None:
+    # 1728 resident blocks (221 184 threads / 128): rows of 4096 fp16 are 14.2 MB together, under 40 MiB: the second
+    # pass hits L2. Rows of 32 768 are 113 MB: it reads device memory again.
+    fits = _layernorm_memory_s(4096, 4096)
+    spills = _layernorm_memory_s(4096, 32768)
+    assert fits == pytest.approx(_queued(2 * 4096 * 4096 * 2 + 2 * 4096 * 2, 2 * 8), rel=1e-12)
+    assert spills == pytest.approx(_queued(3 * 4096 * 32768 * 2 + 2 * 32768 * 2, 2 * 64), rel=1e-12)
