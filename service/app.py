@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from service.accuracy.router import router as accuracy_router
 from service.benchmarks.router import router as benchmarks_router
 from service.calibrations.router import router as calibrations_router
-from service.catalogue.loopread import LoopReader
+from service.catalogue.loopread import digest_reader
 from service.charts.router import router as roofline_router
 from service.collectives.router import router as collectives_router
 from service.db import make_engine, make_sessionmaker
@@ -48,9 +50,21 @@ def _version() -> str:
         return "0.0.0"
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Per process, on its event loop: the loop's digest reader (a PostgreSQL pool) opens at start-up and closes at
+    shutdown."""
+    await app.state.digests.open()
+    try:
+        yield
+    finally:
+        await app.state.digests.close()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     app = FastAPI(
+        lifespan=_lifespan,
         title="Ridgeline",
         version=_version(),
         description=DESCRIPTION,
@@ -63,7 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
-    app.state.loop_reader = LoopReader.for_engine(engine)  # catalogue digests on the event loop (SQLite only)
+    app.state.digests = digest_reader(engine)  # catalogue digests read on the event loop (the hot path)
     app.state.rate_limits = RateLimits.from_settings(settings)  # configuration only: the counts are in the database
 
     install_error_handlers(app)

@@ -20,12 +20,13 @@ router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RE
 
 # The hot path of the service, written for it (bench/throughput.py):
 # - no trip through the thread pool when the answer needs no session: an inline profile, or a catalogue profile whose
-#   digest `service.catalogue.loopread` reads on the loop and whose parse is cached (one op costs ~0.1-0.3 ms of
-#   numpy: less than the trip, and bounded by the op's limits);
-# - otherwise (calibration, a profile not parsed yet, PostgreSQL) one trip, not three: a sync endpoint with SessionDep
-#   crosses to a worker thread to open the session, again to run, and again to commit; here the whole unit of work
-#   runs in one call (`service.deps.in_unit_of_work`: the same unit of work, with the request's deadline, that
-#   SessionDep uses);
+#   digest `service.catalogue.loopread` reads on the loop (SQLite in place, PostgreSQL awaited on an async pool) and
+#   whose parse is cached. The op itself is computed on the loop: ~0.1-0.3 ms of numpy, at most ~4 ms for a chain of
+#   MAX_CHAIN_OPS ops, and a thread would not run it beside the loop anyway (the GIL);
+# - otherwise (calibration, a profile not parsed yet in this process, a reader that cannot answer) one trip, not
+#   three: a sync endpoint with SessionDep crosses to a worker thread to open the session, again to run, and again
+#   to commit; here the whole unit of work runs in one call (`service.deps.in_unit_of_work`: the same unit of work,
+#   with the request's deadline, that SessionDep uses);
 # - the body is the item `item_dict` renders (plain numbers, exactly EstimateRead's fields, checked finite),
 #   encoded as is, not validated again as a model by FastAPI; tests/service/test_encoding.py validates the answer
 #   against EstimateRead.
@@ -43,7 +44,7 @@ async def estimate_op(
         return ORJSONResponse(service.item_dict(est))
 
     if body.options.calibration == "none":
-        resolved = service.resolve_hardware_on_loop(request.app.state.loop_reader, body)
+        resolved = await service.resolve_hardware_on_loop(request.app.state.digests, body)
         if resolved is not None:
             return estimate(*resolved, None)
 

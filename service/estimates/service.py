@@ -34,7 +34,7 @@ from schemas.ops import (
 )
 from service import encoding
 from service.catalogue import service as catalogue
-from service.catalogue.loopread import LoopReader
+from service.catalogue.loopread import DigestReader
 from service.catalogue.service import HARDWARE, merge_patch
 from service.errors import NotFound, Unprocessable, details_from_validation, validation_message
 
@@ -57,12 +57,13 @@ def resolve_hardware(session: Session, ctx: EstimateContext) -> tuple[HardwareSp
     return _patched(ctx.hardware, ctx.hardware.slug, ctx)
 
 
-def resolve_hardware_on_loop(reader: LoopReader, ctx: EstimateContext) -> tuple[HardwareSpec, str] | None:
-    """`resolve_hardware` without a session, where that needs no more than one digest read (`LoopReader`): an inline
-    profile, or a catalogue profile whose parse is cached under the digest just read. None: ask `resolve_hardware`."""
+async def resolve_hardware_on_loop(reader: DigestReader, ctx: EstimateContext) -> tuple[HardwareSpec, str] | None:
+    """`resolve_hardware` without a session, where that needs no more than one digest read (`DigestReader`): an
+    inline profile, or a catalogue profile whose parse is cached under the digest just read. None: ask
+    `resolve_hardware`."""
     if not isinstance(ctx.hardware, str):
         return _patched(ctx.hardware, ctx.hardware.slug, ctx)
-    known, digest = reader.digest(HARDWARE.table.__tablename__, ctx.hardware)
+    known, digest = await reader.digest(HARDWARE.table.__tablename__, ctx.hardware)
     if not known:
         return None
     if digest is None:
