@@ -1,6 +1,7 @@
 """Throughput and latency of the estimate endpoints against a constant endpoint of the same app, in one run.
 
     .venv/bin/python -m bench.throughput [--rounds 5] [--duration 5] [--connections 8] [--workers 2]
+                                         [--database-url postgresql://postgres@127.0.0.1:5432/test]
 
 Starts `ridgeline serve --workers 2` (access log and metrics on, as shipped) on SQLite in a temporary directory, waits
 for /healthz, and drives it with `wrk` (a C client: a Python client on the same 2 cores would spend more CPU than the
@@ -201,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=int, default=5, help="seconds per endpoint per round")
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="server worker processes")
+    parser.add_argument(
+        "--database-url",
+        help="the server's database (default: a new SQLite file, the embedded default); a PostgreSQL URL measures "
+        "the scale-out setting (the server migrates it and loads the catalogue; PostgreSQL's own CPU is not counted)",
+    )
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         raise SystemExit("bench.throughput needs wrk (Debian: apt-get install wrk)")
@@ -212,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         url = f"http://127.0.0.1:{port}"
         command = [
             *ridgeline_command(), "serve", "--port", str(port), "--workers", str(args.workers),
-            "--database-url", f"sqlite:///{tmp}/bench.db",
+            "--database-url", args.database_url or f"sqlite:///{tmp}/bench.db",
         ]  # fmt: skip
         log = Path(tmp) / "server.log"
         with log.open("w") as log_file:
@@ -238,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
                 proc.terminate()
                 proc.wait(timeout=30)
 
+    database = (args.database_url or "sqlite").split(":", 1)[0]
     print(
-        f"\n{args.workers} worker processes, wrk 1 thread × {args.connections} connections, "
+        f"\n{database}, {args.workers} worker processes, wrk 1 thread × {args.connections} connections, "
         f"{args.duration} s per endpoint per round, median of {args.rounds} rounds:"
     )
     print(f"{'endpoint':<12} {'requests/s':>11} {'p50 ms':>8} {'p99 ms':>8} {'server CPU ms/request':>22}")

@@ -16,7 +16,8 @@ from schemas.collectives import CollectivePhase, CollectiveRead, CollectiveReque
 from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareSpec
 from schemas.hardware import Link as LinkSpec
-from service.estimates.service import invalid, resolve_hardware
+from service.catalogue.loopread import DigestReader
+from service.estimates.service import invalid, resolve_hardware, resolve_hardware_on_loop
 
 
 def fabric(link: LinkSpec) -> roofline.Fabric:
@@ -106,13 +107,32 @@ def request_topology(body: CollectiveRequest) -> roofline.Topology:
 
 def resolve(session: Session, body: CollectiveRequest) -> tuple[roofline.Topology, str | None]:
     """The topology a request runs on and the name of the hardware profile it came from (if any)."""
-    if body.hardware is None:
+    context = _hardware_context(body)
+    if context is None:
         return request_topology(body), None
+    return _on_device(body, *resolve_hardware(session, context))
+
+
+async def resolve_on_loop(reader: DigestReader, body: CollectiveRequest) -> tuple[roofline.Topology, str | None] | None:
+    """`resolve` without a session where one digest read on the event loop settles it (service.estimates.router
+    says why); None: ask `resolve`."""
+    context = _hardware_context(body)
+    if context is None:
+        return request_topology(body), None
+    resolved = await resolve_hardware_on_loop(reader, context)
+    return None if resolved is None else _on_device(body, *resolved)
+
+
+def _hardware_context(body: CollectiveRequest) -> EstimateContext | None:
+    if body.hardware is None:
+        return None
     if body.link_bandwidth_bytes_per_s is not None or body.hop_latency_s is not None:
         field = "link_bandwidth_bytes_per_s" if body.link_bandwidth_bytes_per_s is not None else "hop_latency_s"
         raise invalid(f"body.{field}", "with hardware, change the profile's figures through hardware_patch")
-    context = EstimateContext.model_construct(hardware=body.hardware, hardware_patch=body.hardware_patch)
-    spec, name = resolve_hardware(session, context)
+    return EstimateContext.model_construct(hardware=body.hardware, hardware_patch=body.hardware_patch)
+
+
+def _on_device(body: CollectiveRequest, spec: HardwareSpec, name: str) -> tuple[roofline.Topology, str | None]:
     try:
         topology = device_topology(spec, body.devices or 0, efficiency=body.efficiency, launch_s=body.launch_s)
     except ValueError as err:
@@ -153,7 +173,10 @@ def describe(topology: roofline.Topology) -> dict[str, Any]:
 
 
 def estimate(session: Session, body: CollectiveRequest) -> CollectiveRead:
-    topology, hardware = resolve(session, body)
+    return estimate_on(*resolve(session, body), body)
+
+
+def estimate_on(topology: roofline.Topology, hardware: str | None, body: CollectiveRequest) -> CollectiveRead:
     try:
         est = roofline.collective(body.op.value, body.bytes, topology, body.algorithm.value)
     except ValueError as err:
