@@ -21,7 +21,10 @@ from tests.roofline.validation_data import require
 
 # (phase, op): the largest |predicted / measured − 1| allowed; measured 2026-11-22 with shipped defaults.
 BOUNDS: dict[tuple[str, str], float] = {
-    ("prefill", "Q_K_V"): 0.05,  # +2.0 %
+    # Q_K_V: three separate [m, d] × [d, d/tp] calls, as LLMCompass times them (bench.validate_inference
+    # SEPARATE_QKV_CALLS); decode was −30.8 % against the fused GEMM.
+    ("prefill", "Q_K_V"): 0.05,  # +2.2 %
+    ("decode", "Q_K_V"): 0.05,  # −2.5 %
     ("prefill", "Q_mul_K"): 0.08,  # +5.4 %
     ("prefill", "A_mul_V"): 0.07,  # −4.3 %
     ("prefill", "Wo_proj"): 0.10,  # +7.5 %
@@ -48,7 +51,6 @@ MISSES: dict[tuple[str, str], float] = {
     # +33.2 % (+26.3 % before streaming kernels queued at the bandwidth): the three-read block softmax model; the
     # measured 2048-wide rows run as if one of the three reads hit on-chip cache (README, accuracy).
     ("prefill", "Softmax"): 0.34,
-    ("decode", "Q_K_V"): 0.33,  # −30.8 %: cuBLAS runs this m = 8 GEMV at 1.07 TB/s, W1 at 1.62 TB/s
     ("decode", "A_mul_V"): 0.51,  # −49.2 %: a 192-batch 1 × 2048 × 128 bmm in two waves of CTAs
     ("decode", "AllReduce_MHA"): 0.54,  # −51.9 %: a 196 KB NCCL all-reduce, collective model
     ("decode", "AllReduce_FFN"): 0.54,
