@@ -33,7 +33,8 @@ from service.db import CONNECT_TIMEOUT_S
 log = logging.getLogger("ridgeline")
 
 TABLES = ("hardware_profiles", "model_configs")
-_DIGEST_SQL = {table: f"SELECT spec_sha256 FROM {table} WHERE slug = %s" for table in TABLES}
+_DIGEST_SQL = {table: f"SELECT spec_sha256 FROM {table} WHERE slug = %s" for table in TABLES}  # psycopg's placeholder
+_SQLITE_DIGEST_SQL = {table: f"SELECT spec_sha256 FROM {table} WHERE slug = ?" for table in TABLES}
 
 # Milliseconds the loop may wait on a locked SQLite database before falling back to the thread pool. WAL readers are
 # blocked only while a connection recovers the WAL after a crash or holds the file in exclusive locking mode (which
@@ -82,8 +83,8 @@ class SqliteDigests(DigestReader):
             return self._connection
 
     async def digest(self, table: str, slug: str) -> tuple[bool, str | None]:
-        try:  # sqlite3's placeholder is ?, psycopg's %s
-            row = self._connect().execute(_DIGEST_SQL[table].replace("%s", "?"), (slug,)).fetchone()
+        try:
+            row = (self._connection or self._connect()).execute(_SQLITE_DIGEST_SQL[table], (slug,)).fetchone()
         except sqlite3.Error:
             await self.close()  # reopened on the next read
             return False, None
