@@ -90,8 +90,8 @@ SCOPES = {
     "vidur": Scope(2e-6),
     "llmcompass": Scope(13.1e-6),  # softmax 4096 × 32 (256 KB); matmul is the same eager call
     # 32 × 4096 … 4096 × 1024 all take 52-54 µs, and the decode layer's 8 × 12288 rows 48 µs, although PyTorch's
-    # layer norm kernel alone takes ~5 µs for one 2560-wide row (vidur's kernel timings) and twice that at 12288:
-    # the call's extra host work runs under its kernel, which shows only once it outlasts it.
+    # layer norm kernel alone takes ~5 µs for one 2560-wide row (vidur's kernel timings; 10 trips of its loads in
+    # series, 48 at 12288): the call's extra host work runs under its kernel, which shows once it outlasts it.
     "llmcompass-layernorm": Scope(13.1e-6, floor_s=52e-6),
     "llmcompass-gelu": Scope(47e-6),  # 1 K … 4 M elements all take 47-49 µs
 }
