@@ -64,6 +64,16 @@ GPU_LIBRARY_LAUNCH_S = 8e-6
 SIMPLE_SYNC_SCALE_UP_S = 2.8e-6
 SIMPLE_SYNC_SCALE_OUT_S = 11.3e-6
 LL_PAYLOAD = 0.5  # NCCL LL: 4 bytes of data and a 4-byte flag in each 8-byte store
+# What a ring reaches with LL, as a fraction of its Simple bus bandwidth: NCCL's tuning model (src/graph/tuning.cc,
+# the "model refinements" of ncclTopoTuneModel: busBw × 1/3, × 1/4 for all-reduce and reduce and on more than one
+# node, capped by llMaxBw, 87.7 GB/s on one Ampere node, which an A100 ring (≤ 235 GB/s / 3) never reaches). Below
+# the half payload, the receiving threads poll every 8-byte line for its flag. Measured: aiconfigurator's 2-GPU
+# all-reduce (NCCL 2.27.3) from 256 to 512 KiB adds 4.1 µs per 256 KiB, 64 GB/s of bus bandwidth against 235/4 = 59.
+LL_RING_BUS_FRACTION = 1 / 3
+LL_RING_REDUCE_BUS_FRACTION = 1 / 4
+# The step of each ring loop that does not cross the link (Link.memory_bytes_per_s): one chunk read and written.
+BUFFER_COPY_STREAMS = 2
+BUFFER_COPY = "buffer copy"
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,15 @@ class Link:
     `bandwidth_bytes_per_s` is per direction: per device (all its ports) on a switch, per link on a ring or torus.
     `hop_latency_s` is one step of a collective (one hop, or one handshake with a peer). `efficiency` is the fraction
     of bandwidth large collectives reach; `launch_s` the fixed cost of one collective call.
+
+    `memory_bytes_per_s` (library fabrics only; None: not costed) is the device-memory bandwidth a buffered Simple
+    ring copies through. NCCL stages every chunk in a FIFO buffer (without user-buffer registration): in each loop of
+    a ring one step per channel copies a chunk between that buffer and the user's buffer without crossing the link
+    (under P2P read, NCCL's default on Ampere NVLink, the sender's copy into its own buffer; under P2P write, the
+    receiver's copy out of it), and a channel's thread block runs its steps in order (NCCL's prims: send, then
+    recv-reduce-send …, then recv). Per rank that is one chunk, V/n, read and written: 2·(V/n)/M on top of the
+    k(n−1)·(V/n)/B the link steps take; it weighs most on 2 GPUs (k(n−1) = 1 for a gather).
+    RL-ASSUME: the copy is not hidden behind the other channels' link steps.
 
     `timing` says how steps add up:
     - "alpha_beta": T = steps·α + bytes / B (DTB);
@@ -90,9 +109,12 @@ class Link:
     simple_sync_s: float = 0.0
     in_switch_reduction: bool = False
     name: str = "link"
+    memory_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         _positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
+        if self.memory_bytes_per_s is not None:
+            _positive("memory_bytes_per_s", self.memory_bytes_per_s)
         _non_negative("hop_latency_s", self.hop_latency_s)
         _non_negative("launch_s", self.launch_s)
         if not 0 < self.efficiency <= 1:
@@ -225,7 +247,7 @@ class Candidate:
 
     @property
     def bytes_per_link(self) -> Array:
-        out: Array = np.sum([p.bytes_per_link for p in self.phases], axis=0)
+        out: Array = np.sum([p.bytes_per_link for p in self.phases if p.name != BUFFER_COPY], axis=0)
         return out
 
 
@@ -317,6 +339,17 @@ def _ring_schedule(op: str, v: Array, n: int, link: Link, bidirectional: bool, w
     return [(op + where, link, 1, v)]  # send_recv between neighbours
 
 
+def _buffer_copy(op: str, v: Array, n: int, link: Link) -> list[_Step]:
+    """The step of a buffered library ring that stays in device memory: one chunk (V/n) per rank read and written
+    (Link.memory_bytes_per_s); costed for the Simple protocol only (LL's own figure already holds its copies)."""
+    if link.timing != "nccl_protocols" or link.memory_bytes_per_s is None:
+        return []
+    if op not in ("all_gather", "reduce_scatter", "all_reduce"):
+        return []
+    memory = Link(link.memory_bytes_per_s / BUFFER_COPY_STREAMS, 0.0, name="device memory")
+    return [(BUFFER_COPY, memory, 0, v / n)]
+
+
 def _torus_schedule(op: str, v: Array, t: Torus) -> list[_Step]:
     """Rings along every used axis at once (SB-SH). A wraparound axis is a bidirectional ring (2 links into each
     chip), a line gives one direction's worth (1): gathers take (N−1)/N · V / (W · Σ dirs), → V / (W_bidi · axes)
@@ -345,7 +378,7 @@ def _switch_schedule(op: str, algorithm: str, v: Array, n: int, link: Link) -> l
     """Alternatives of one algorithm on a switch (each device sends and receives `link` bandwidth at once)."""
     frac = (n - 1) / n * v
     if algorithm == "ring":
-        return [_ring_schedule(op, v, n, link, bidirectional=False)]
+        return [_ring_schedule(op, v, n, link, bidirectional=False) + _buffer_copy(op, v, n, link)]
     if algorithm == "direct":
         # Every device writes to (reads from) all peers at once: one step per exchange (TensorRT-LLM/vLLM custom
         # all-reduce: one-shot reads all n−1 peers' buffers, two-shot is a direct reduce-scatter + all-gather).
@@ -455,7 +488,8 @@ def _hierarchical_schedules(op: str, algorithm: str, v: Array, h: Hierarchical) 
         link = _slowest(h.inner.link, h.outer.link, bw, f"{h.inner.link.name} + {h.outer.link.name}")
         if op == "send_recv":
             return [[(op + outer, h.outer.link, 1, v)]]
-        return [_ring_schedule(op, v, g * nodes, link, bidirectional=False)]
+        copy = replace(link, memory_bytes_per_s=h.inner.link.memory_bytes_per_s)
+        return [_ring_schedule(op, v, g * nodes, link, bidirectional=False) + _buffer_copy(op, v, g * nodes, copy)]
     return []
 
 
@@ -543,12 +577,26 @@ def _protocols(topo: Topology) -> list[str]:
     return ["hardware"] if timings == {"per_hop_max"} else ["alpha_beta"]
 
 
-def _cost(steps_list: list[_Step], protocol: str) -> tuple[tuple[Phase, ...], Array, Array, Array]:
+def _ll_payload(op: str, algorithm: str, topo: Topology) -> float:
+    """The fraction of a link's bandwidth LL reaches: NCCL's ring figures for the ring collectives a library runs
+    (1/3; 1/4 for all-reduce and reduce, and across nodes), LL's half payload for everything else."""
+    if algorithm not in ("ring", "hierarchical") or op in ("all_to_all", "send_recv"):
+        return LL_PAYLOAD
+    if op in ("all_reduce", "reduce") or isinstance(topo, Hierarchical):
+        return LL_RING_REDUCE_BUS_FRACTION
+    return LL_RING_BUS_FRACTION
+
+
+def _cost(
+    steps_list: list[_Step], protocol: str, ll_payload: float = LL_PAYLOAD
+) -> tuple[tuple[Phase, ...], Array, Array, Array]:
     phases: list[Phase] = []
     latency: Array = np.zeros(np.shape(steps_list[0][3]))
     bandwidth = np.zeros_like(latency)
     total = np.zeros_like(latency)
     for name, link, steps, link_bytes in steps_list:
+        if name == BUFFER_COPY and protocol != "simple":
+            continue
         b = np.asarray(link_bytes, dtype=np.float64)
         if link.timing == "per_hop_max":  # hardware-synchronised: each hop is latency- or bandwidth-bound (SB-SH)
             lat = np.full_like(b, steps * link.hop_latency_s)
@@ -557,7 +605,7 @@ def _cost(steps_list: list[_Step], protocol: str) -> tuple[tuple[Phase, ...], Ar
         else:
             payload, sync = 1.0, 0.0
             if link.timing == "nccl_protocols":
-                payload, sync = (LL_PAYLOAD, 0.0) if protocol == "ll" else (1.0, link.simple_sync_s)
+                payload, sync = (ll_payload, 0.0) if protocol == "ll" else (1.0, link.simple_sync_s)
             lat = np.full_like(b, steps * (link.hop_latency_s + sync))
             bw = b / (link.effective_bytes_per_s * payload)
             t = lat + bw
@@ -578,7 +626,7 @@ def _candidates(op: str, algorithm: str, v: Array, topo: Topology) -> list[Candi
     out = []
     for schedule in schedules:
         for protocol in _protocols(topo):
-            phases, lat, bw, t = _cost(schedule, protocol)
+            phases, lat, bw, t = _cost(schedule, protocol, _ll_payload(op, algorithm, topo))
             out.append(Candidate(algorithm, protocol, formula, source, phases, launch, launch + t, launch + lat, bw))
     return out
 
@@ -687,9 +735,12 @@ class Fabric:
     wraparound_axis_multiple: int | None = None
 
 
-def _library_link(f: Fabric, bandwidth: float, efficiency: float, scale_out: bool) -> Link:
+def _library_link(f: Fabric, bandwidth: float, efficiency: float, scale_out: bool, memory: float | None) -> Link:
     sync = SIMPLE_SYNC_SCALE_OUT_S if scale_out else SIMPLE_SYNC_SCALE_UP_S
-    return Link(bandwidth, f.hop_latency_s, efficiency, GPU_LIBRARY_LAUNCH_S, "nccl_protocols", sync, name=f.name)
+    return Link(
+        bandwidth, f.hop_latency_s, efficiency, GPU_LIBRARY_LAUNCH_S, "nccl_protocols", sync, name=f.name,
+        memory_bytes_per_s=memory,
+    )  # fmt: skip
 
 
 def _torus_axes(devices: int, dims: tuple[int, ...], multiple: int) -> tuple[Axis, ...]:
@@ -706,7 +757,9 @@ def _torus_axes(devices: int, dims: tuple[int, ...], multiple: int) -> tuple[Axi
     return tuple(axes)
 
 
-def _level(f: Fabric, devices: int, efficiency: float, launch_s: float, scale_out: bool) -> Flat:
+def _level(
+    f: Fabric, devices: int, efficiency: float, launch_s: float, scale_out: bool, memory: float | None = None
+) -> Flat:
     if f.kind == "torus":
         if f.torus_dims is None or f.wraparound_axis_multiple is None:
             raise ValueError(f"{f.name}: a torus needs torus_dims and wraparound_axis_multiple")
@@ -720,7 +773,7 @@ def _level(f: Fabric, devices: int, efficiency: float, launch_s: float, scale_ou
     if f.kind == "mesh" and f.domain_devices and f.domain_devices > 2:
         # A full mesh splits a device's bandwidth over its peers; only links to participants carry data.
         bandwidth *= min(1.0, (devices - 1) / (f.domain_devices - 1))
-    return Switch(devices, _library_link(f, bandwidth, efficiency, scale_out))
+    return Switch(devices, _library_link(f, bandwidth, efficiency, scale_out, memory))
 
 
 def device_topology(
@@ -730,6 +783,7 @@ def device_topology(
     *,
     efficiency: float = 1.0,
     launch_s: float = 0.0,
+    memory_bytes_per_s: float | None = None,
 ) -> Topology:
     """The topology `devices` devices of one hardware profile use for a collective.
 
@@ -737,25 +791,27 @@ def device_topology(
     devices form nodes (or pods) of `domain_devices` joined by `scale_out`, a two-level hierarchy. Switched and mesh
     fabrics are costed as a GPU collective library (`GPU_LIBRARY_LAUNCH_S` per call, LL/Simple protocols); tori and
     rings as hardware-synchronised transfers with `launch_s` (the device's kernel launch) per call. `efficiency` is
-    the profile's interconnect efficiency. Raises ValueError when the devices do not fit the profile's fabrics.
+    the profile's interconnect efficiency. `memory_bytes_per_s` (the device's memory bandwidth × its memory
+    efficiency) costs the buffered Simple ring's copy through device memory on library fabrics (`Link`); None leaves
+    it out. Raises ValueError when the devices do not fit the profile's fabrics.
     """
     _devices("devices", devices)
     if scale_up is None:
         if scale_out is None:
             raise ValueError("the profile has no interconnect for a collective")
-        return _level(scale_out, devices, efficiency, launch_s, scale_out=True)
+        return _level(scale_out, devices, efficiency, launch_s, True, memory_bytes_per_s)
     domain = scale_up.domain_devices or devices
     if scale_up.kind == "torus" and scale_up.torus_dims:
         domain = min(domain, math.prod(scale_up.torus_dims))
     if devices <= domain:
-        return _level(scale_up, devices, efficiency, launch_s, scale_out=False)
+        return _level(scale_up, devices, efficiency, launch_s, False, memory_bytes_per_s)
     if scale_out is None:
         raise ValueError(f"{devices} devices exceed the {domain}-device {scale_up.name} domain and the profile has "
                          "no scale-out fabric")  # fmt: skip
     if devices % domain:
         raise ValueError(f"{devices} devices are not whole nodes of {domain} ({scale_up.name})")
-    inner = _level(scale_up, domain, efficiency, launch_s, scale_out=False)
-    outer = _level(scale_out, devices // domain, efficiency, launch_s, scale_out=True)
+    inner = _level(scale_up, domain, efficiency, launch_s, False, memory_bytes_per_s)
+    outer = _level(scale_out, devices // domain, efficiency, launch_s, True, memory_bytes_per_s)
     return Hierarchical(inner, outer)
 
 
