@@ -22,7 +22,9 @@ Sources cited in the formulas:
   Ampere llMaxBw = {87.7, 22.5, 19.0} GB/s and 20 GB/s per channel for LL128 rings (float tables found by value in
   the binary, laid out [hardware][algorithm][protocol] as in the source; the source file itself was not at hand).
   NCCL's model gives a ring on one NVSwitch node the same bus bandwidth (channels × per-channel bandwidth) whatever
-  the number of GPUs.
+  the number of GPUs; its LL ring reaches 1/3 of it (1/4 for all-reduce, reduce and across nodes, tuning.cc's model
+  refinements; the fractions are code, not tables, and were not re-read in the 2.27.3 binary). Its Simple protocol
+  stages chunks in FIFO buffers, which adds one copy through device memory per ring loop (`Link`).
 """
 
 from __future__ import annotations
@@ -488,7 +490,7 @@ def _hierarchical_schedules(op: str, algorithm: str, v: Array, h: Hierarchical) 
         link = _slowest(h.inner.link, h.outer.link, bw, f"{h.inner.link.name} + {h.outer.link.name}")
         if op == "send_recv":
             return [[(op + outer, h.outer.link, 1, v)]]
-        copy = replace(link, memory_bytes_per_s=h.inner.link.memory_bytes_per_s)
+        copy = replace(link, memory_bytes_per_s=h.inner.link.memory_bytes_per_s or h.outer.link.memory_bytes_per_s)
         return [_ring_schedule(op, v, g * nodes, link, bidirectional=False) + _buffer_copy(op, v, g * nodes, copy)]
     return []
 

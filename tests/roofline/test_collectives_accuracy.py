@@ -47,7 +47,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "tpu7x": (0.10, 0.54),
 }
 # Small-message floor (predicted / measured, 10th percentiles of messages ≤ 64 KiB): within 2× where it is met.
-FLOORS = ("aiconfigurator-nccl", "aiconfigurator-custom", "llmcompass", "vidur-a100_pairwise_nvlink", "vidur-a100_dgx")
+FLOORS = (
+    "aiconfigurator-nccl", "aiconfigurator-custom", "llmcompass", "vidur-a100_pairwise_nvlink", "vidur-a100_dgx",
+    "vidur-a100_dgx-2nodes",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
