@@ -18,7 +18,7 @@ class Settings(BaseSettings):
     )
     load_catalogue_on_start: bool = True
     max_page_size: int = Field(default=500, gt=0)
-    db_pool_size: int = Field(default=5, gt=0)
+    db_pool_size: int = Field(default=10, gt=0)  # connections kept per process, as many more lent (service.db)
     log_level: str = "info"
     # Benchmark, accuracy, roofline and calibration reads need an API key (any scope) when set.
     read_requires_key: bool = False

@@ -19,6 +19,7 @@ import httpx
 import pytest
 import yaml
 
+from service.catalogue.loopread import POSTGRES_POOL_MAX
 from service.cli import build_parser
 from service.examples import _HARDWARE
 from service.settings import Settings
@@ -101,6 +102,24 @@ def test_the_load_balancer_lets_through_what_the_service_accepts(nginx: str) -> 
     assert size is not None and int(size.group(1)) * 1024 * 1024 >= settings.max_body_bytes
     read = re.search(r"proxy_read_timeout (\d+)s;", nginx)
     assert read is not None and int(read.group(1)) > max(settings.request_timeout_s, settings.upload_timeout_s)
+
+
+def test_postgres_admits_every_connection_the_processes_can_open(services: dict[str, Any]) -> None:
+    # Each `serve` worker process keeps db_pool_size connections and lends as many more under load (service.db), plus
+    # the event loop's digest pool (service.catalogue.loopread); the api and every replica at peak must fit under
+    # max_connections, or requests wait and then fail with 503 under load.
+    command = services["db"]["command"]
+    max_connections = int(next(arg.split("=")[1] for arg in command if arg.startswith("max_connections=")))
+    processes = 0
+    for name in ("api", "replica"):
+        serve = services[name]["command"]
+        workers = int(serve[serve.index("--workers") + 1])
+        processes += workers * services[name].get("deploy", {}).get("replicas", 1)
+    pool = int(services["replica"]["environment"].get("RIDGELINE_DB_POOL_SIZE", Settings().db_pool_size))
+    assert pool == Settings().db_pool_size
+    peak = processes * (2 * pool + POSTGRES_POOL_MAX)
+    assert processes == 8 and peak == 8 * (2 * 10 + 4)  # 192
+    assert peak + 10 <= max_connections  # and a few for `migrate` and an operator
 
 
 # --- replicas on one PostgreSQL, for real ---------------------------------------------------------------------------
