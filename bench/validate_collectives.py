@@ -41,8 +41,8 @@ What each measurement ran, and so the algorithm predicted (never a per-shape fit
   all-gather over its 4 chips runs as one unidirectional ring (`tpu7x_slice`: the measured rate is one link's worth
   per chip).
 - NCCL's Simple ring stages every chunk in a FIFO buffer, and one step of each ring loop is a copy through device
-  memory (roofline.Link.memory_bytes_per_s: the profile's memory bandwidth × memory efficiency). The service does
-  not pass the profile's memory bandwidth to the core yet, so `Machines.node` adds it.
+  memory (roofline.Link.memory_bytes_per_s: the profile's memory bandwidth × memory efficiency, which
+  `service.collectives.service.device_topology` hands the core).
 - vidur's runs across 2 nodes are reported as their own dataset (`vidur-a100_dgx-2nodes`): they do not move what a
   DGX A100's network carries. Its send_recv between two nodes reaches 7.8 GB/s at 64 MiB (31 % of one 200 Gb/s HDR
   port, 25 GB/s) and the all-reduce of 2 GPUs on 2 nodes 5.9 GB/s of bus bandwidth; 8 GPUs on 2 nodes 22 GB/s,
@@ -74,6 +74,7 @@ from hardware_db import load_hardware
 from schemas.hardware import HardwareCreate
 from service.benchmarks.datasets import MissingData
 from service.collectives.service import device_topology
+from service.collectives.service import memory_bytes_per_s as service_memory_bytes_per_s
 
 REPO = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO.parent / "shared" / "validation"
@@ -129,12 +130,11 @@ def _a100() -> HardwareCreate:
 
 
 def memory_bytes_per_s(spec: HardwareCreate) -> float:
-    """What a buffered library ring copies through (roofline.Link.memory_bytes_per_s): the profile's device-memory
-    bandwidth × its memory efficiency."""
-    bandwidth = spec.memory.device.bandwidth_bytes_per_s
-    if bandwidth is None:  # the schema requires it of a device level
+    """What a buffered library ring copies through (roofline.Link.memory_bytes_per_s), as the service computes it."""
+    memory = service_memory_bytes_per_s(spec)
+    if memory is None:  # the schema requires it of a device level
         raise ValueError(f"{spec.slug}: no device-memory bandwidth")
-    return bandwidth * (spec.efficiency.memory or 1.0)
+    return memory
 
 
 def _nccl(link: roofline.Link, name: str, sync: float, memory: float) -> roofline.Link:
@@ -155,8 +155,7 @@ class Machines:
         return memory_bytes_per_s(self.a100)
 
     def node(self, devices: int) -> roofline.Topology:
-        # service.collectives.service.device_topology does not hand the profile's memory bandwidth to the core yet.
-        return roofline.with_link(device_topology(self.a100, devices), memory_bytes_per_s=self.memory)
+        return device_topology(self.a100, devices)  # the service's own topology, memory bandwidth included
 
     @property
     def efficiency(self) -> float:

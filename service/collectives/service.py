@@ -34,6 +34,13 @@ def fabric(link: LinkSpec) -> roofline.Fabric:
     )
 
 
+def memory_bytes_per_s(spec: HardwareSpec) -> float | None:
+    """What a buffered library ring copies through (`roofline.Link.memory_bytes_per_s`): the profile's device-memory
+    bandwidth × its memory efficiency."""
+    bandwidth = spec.memory.device.bandwidth_bytes_per_s
+    return None if bandwidth is None else bandwidth * (spec.efficiency.memory or 1.0)
+
+
 def device_topology(
     spec: HardwareSpec, devices: int, *, efficiency: float | None = None, launch_s: float | None = None
 ) -> roofline.Topology:
@@ -49,6 +56,7 @@ def device_topology(
         fabric(ic.scale_out) if ic.scale_out else None,
         efficiency=efficiency or spec.efficiency.interconnect,
         launch_s=spec.overheads.kernel_launch_s,
+        memory_bytes_per_s=memory_bytes_per_s(spec),
     )
     return topology if launch_s is None else roofline.with_link(topology, launch_s=launch_s)
 
@@ -169,6 +177,9 @@ def describe(topology: roofline.Topology) -> dict[str, Any]:
     if link.timing == "nccl_protocols":
         out["link"]["simple_sync_s"] = link.simple_sync_s
         out["link"]["ll_payload"] = roofline.LL_PAYLOAD
+        out["link"]["ll_ring_bus_fraction"] = roofline.LL_RING_BUS_FRACTION
+        out["link"]["ll_ring_reduce_bus_fraction"] = roofline.LL_RING_REDUCE_BUS_FRACTION
+        out["link"]["memory_bytes_per_s"] = link.memory_bytes_per_s
     return out
 
 
