@@ -40,6 +40,9 @@ class Hardware:
     eff_memory: float
     special_function_ops_per_s: float | None = None
     cache_bytes: float = 0.0
+    # Last-level cache (L2) bandwidth to the compute units, peak; None: unknown, so data re-read from the cache is
+    # charged to device memory (no cache level is modelled). Its achievable fraction is taken as `eff_memory`'s.
+    cache_bandwidth_bytes_per_s: float | None = None
     local_bytes_per_unit: float = 0.0
     tiles: tuple[tuple[int, int], ...] = ((128, 128),)
     concurrent_tiles_per_unit: int = 1

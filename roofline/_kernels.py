@@ -60,6 +60,10 @@ class Kernel:
     # Loads one thread issues one after another over the whole kernel (a loop whose every trip waits for its load),
     # for a kernel whose threads make many such trips (`memory_s`); 0: not modelled (one round trip at least).
     serial_loads: Array = field(default_factory=lambda: np.zeros(()))
+    # Bytes read again from the last-level cache (L2), not from device memory: data this kernel already brought on
+    # chip and reads a second time while it is still there (`cache_s`). Only set when the device's cache bandwidth
+    # is known (`Hardware.cache_bandwidth_bytes_per_s`); otherwise an op charges those reads to device memory.
+    cache_in_bytes: Array = field(default_factory=lambda: np.zeros(()))
     extra: dict[str, Array] = field(default_factory=dict)
     assumptions: dict[str, object] = field(default_factory=dict)
 
@@ -92,6 +96,18 @@ class Kernel:
         out = np.maximum(seconds, np.where(moved > 0, latency * self.dependent_loads, 0.0))
         return out
 
+    def cache_s(self, hw: Hardware, moved: Array) -> Array:
+        """Time the last-level cache needs to serve this kernel: every byte the compute units read or write passes
+        through it (`moved`, the device-memory bytes, and `cache_in_bytes`, the re-reads it serves itself), at its
+        achievable bandwidth (the device's peak × `eff_memory`, RL-ASSUME: the fraction copies reach of device
+        memory). The hierarchical roofline: each level of the memory hierarchy is a roof of its own and the slowest
+        one holds (Ilic, Pratas, Sousa, "Cache-aware Roofline model", IEEE CAL 2014; Yang, Kurth, Williams,
+        "Hierarchical Roofline analysis for GPUs", CCPE 2020). 0 when the cache bandwidth is unknown."""
+        if hw.cache_bandwidth_bytes_per_s is None:
+            return np.zeros(np.shape(moved))
+        out: Array = (moved + self.cache_in_bytes) / (hw.cache_bandwidth_bytes_per_s * hw.eff_memory)
+        return out
+
 
 def _shaped(values: Array, shape: tuple[int, ...]) -> Array:
     """`values` with the estimate's shape: a broadcast view only where it differs (a single estimate's 0-d numbers
@@ -122,7 +138,7 @@ def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s
     total = {name: np.zeros(shape) for name in ("flops", "bytes", "compute", "memory", "overhead", "time")}
     for k in kernels:
         moved = k.external_in_bytes + k.chained_in_bytes + k.out_bytes
-        c, m = k.compute_s(hw, vector_peak), k.memory_s(hw, moved)
+        c, m = k.compute_s(hw, vector_peak), np.maximum(k.memory_s(hw, moved), k.cache_s(hw, moved))
         total["flops"] = total["flops"] + k.flops
         total["bytes"] = total["bytes"] + moved
         total["compute"] = total["compute"] + c
@@ -171,6 +187,7 @@ def fuse(kernels: Sequence[Kernel], hw: Hardware) -> Kernel:
         external_in_bytes=external + spilled,
         chained_in_bytes=np.zeros(()),
         out_bytes=last.out_bytes,
+        cache_in_bytes=sum((k.cache_in_bytes for k in kernels), start=np.zeros(())),
         peak=main.peak,
         unit=main.unit,
         extra=extra,

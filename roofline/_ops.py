@@ -453,9 +453,24 @@ def attention(
     br = np.minimum(np.ceil(m_elems / (4.0 * d)), d)
     kv_fits = (k_bytes + v_bytes) / (b * kvh) * np.minimum(hw.units, b * kvh) <= hw.cache_bytes
     rereads = np.where(kv_fits, 1.0, np.maximum(1.0, np.ceil(q / br) * pairs / full_pairs))
-    kernel = product(pairs, (k_bytes + v_bytes) * rereads, q_bytes, s * b * h * q * d, softmax=True)
+    # Decode that runs masked MHA (groups over `DECODE_MAX_PACKED_GROUP`): one thread block per query head, each
+    # reading its group's K and V. The first read comes from device memory; the other
+    # group − 1 come from L2 while the K/V of the groups that resident blocks work on fit there (and the device's L2
+    # bandwidth is known), from device memory otherwise.
+    group = h / kvh
+    per_head = (q == 1.0) & (group > DECODE_MAX_PACKED_GROUP)
+    shared = np.where(per_head, (group - 1.0) * (k_bytes + v_bytes), 0.0)
+    if hw.cache_bandwidth_bytes_per_s is not None and hw.threads_per_unit is not None:
+        resident_groups = np.minimum(b * kvh, np.ceil(hw.units * hw.threads_per_unit / MMHA_BLOCK_THREADS / group))
+        in_cache = resident_groups * (k_bytes + v_bytes) / (b * kvh) <= hw.cache_bytes
+    else:
+        in_cache = np.zeros((), dtype=bool)
+    kernel = product(
+        pairs, (k_bytes + v_bytes) * rereads + np.where(in_cache, 0.0, shared), q_bytes, s * b * h * q * d, True
+    )
+    kernel.cache_in_bytes = np.where(in_cache, shared, 0.0)
     kernel.flops = kernel.flops + 2.0 * b * h * pairs * d  # the second product, in the same kernel
-    tiles = _flash_tiles(hw, (b, h, kvh, d, q, kv), br, causal, peak, s, dtype)
+    tiles = _flash_tiles(hw, (b, h, np.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype)
     kernel.matrix_s = tiles.pop("seconds")
     split = tiles["kv_splits"] > 1
     kernel.exposed_s = tiles.pop("exposed_s") - np.where(split, hw.launch_s, 0.0)
@@ -463,6 +478,15 @@ def attention(
     kernel.extra = {"query_block_rows": br * np.ones_like(q), "kv_reads": rereads, **tiles}
     return [kernel]
 
+
+# TensorRT-LLM's XQA decode kernel packs the query heads of one K/V head into one thread block for groups of at
+# most 32 query heads; larger groups fall back to its masked-MHA kernel, one thread block per query head (the
+# measured table's cliff: 32 query heads per K/V head run at GQA cost, 48 and more at many times it). Its blocks
+# have 256 threads for long caches (FasterTransformer's and TensorRT-LLM's mmha launcher: 64, 128 or 256 threads
+# as the cache grows), so units × threads per unit / 256 of them are resident. RL-ASSUME: occupancy is limited by
+# threads alone.
+DECODE_MAX_PACKED_GROUP = 32
+MMHA_BLOCK_THREADS = 256
 
 # MMA instructions work on 16-row fragments (mma.m16n8k16 on Ampere and Hopper tensor cores): a tile never has fewer.
 MMA_ROWS = 16

@@ -129,9 +129,6 @@ def aiconfigurator_attention(path: Path, phase: str) -> list[Group]:
     return groups
 
 
-XQA_MAX_GROUP = 32
-
-
 def attention_parts(
     phase: str, b: np.ndarray, h: np.ndarray, kvh: int, d: np.ndarray, q: np.ndarray, kv: np.ndarray
 ) -> list[Part]:
@@ -144,12 +141,10 @@ def attention_parts(
     att = Attention(batch=1, heads=kvh, kv_heads=kvh, head_dim=128, q_len=1, kv_len=1, causal=True, dtype="bf16")
     values = {"batch": b, "heads": h, "head_dim": d, "q_len": q, "kv_len": kv}
     if phase == "generation":
-        # TensorRT-LLM's XQA decode kernel shares one K/V head among at most XQA_MAX_GROUP query heads; larger groups
-        # fall back to the masked-MHA kernel, one thread block per query head, each reading its K/V head: the
-        # traffic of MHA. (The measured table's cliff: 32 query heads per K/V head run at GQA cost, 48 and more at
-        # 20-75x it.) Described to the model as what that kernel reads: as many K/V heads as query heads.
-        values["kv_heads"] = np.where(h / kvh > XQA_MAX_GROUP, h, kvh)
-        att = att.model_copy(update={"kv_heads": 1})
+        # TensorRT-LLM's decode kernels: XQA packs the query heads of a K/V head in one thread block, masked MHA
+        # (groups over 32) runs a block per query head that re-reads the shared K/V (`roofline._ops`,
+        # DECODE_MAX_PACKED_GROUP): the core picks between them from the shape.
+        values["kv_heads"] = np.full_like(h, kvh)
     parts = [Part(att, values)]
     if phase == "context":
         pre = Elementwise(elements=1, inputs=1, outputs=1, flops_per_element=3.0, dtype="bf16")

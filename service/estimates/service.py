@@ -101,6 +101,7 @@ def to_core(spec: HardwareSpec, ctx: EstimateContext) -> roofline.Hardware:
         eff_memory=o.memory_efficiency or spec.efficiency.memory,
         special_function_ops_per_s=c.special_function_ops_per_s,
         cache_bytes=float(mem.cache.capacity_bytes) if mem.cache else 0.0,
+        cache_bandwidth_bytes_per_s=mem.cache.bandwidth_bytes_per_s if mem.cache else None,
         local_bytes_per_unit=float(mem.local.capacity_bytes) if mem.local else 0.0,
         tiles=tuple((t.m, t.n) for t in mu.tile_candidates) if mu else ((64, 64),),
         concurrent_tiles_per_unit=mu.concurrent_tiles_per_unit if mu else 1,

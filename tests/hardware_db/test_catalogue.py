@@ -170,3 +170,13 @@ def test_a_bad_file_is_reported_with_its_name_and_field(tmp_path: Path) -> None:
     (directory / "h100-sxm.yaml").write_text("slug: a\nslug: b\n")
     with pytest.raises(Exception, match="duplicate key"):
         load_hardware(directory)
+
+
+@pytest.mark.parametrize("slug", ["a100-sxm-80gb", "a100-sxm-40gb", "a100-pcie-80gb"])
+def test_a100_l2_bandwidth_is_the_whitepapers_bytes_per_clock_at_boost(
+    hardware: dict[str, HardwareCreate], slug: str
+) -> None:
+    # NVIDIA A100 whitepaper: L2 read bandwidth 5120 bytes/clk; boost clock 1410 MHz (§2).
+    cache = hardware[slug].memory.cache
+    assert cache is not None and cache.bandwidth_bytes_per_s == pytest.approx(5120 * 1.41e9, rel=1e-12)
+    assert source_for("memory.cache.bandwidth_bytes_per_s", hardware[slug].figure_sources) == "NV-A100-WP"

@@ -148,6 +148,7 @@ hardware = st.builds(
         eff_memory=eff_m,
         special_function_ops_per_s=None,
         memory_latency_s=None,  # the pure roofline; the latency limits are tested in test_memory_parallelism.py
+        cache_bandwidth_bytes_per_s=None,  # no L2 roof (one drawn device memory could outrun the A100's L2)
     ),
     peak=st.floats(1e11, 1e16),
     bw=st.floats(1e10, 1e14),
@@ -287,3 +288,37 @@ def test_every_wave_of_decode_tiles_waits_for_its_first_kv_page() -> None:
     # A prefill tile reads K and V where the projection wrote them: its wait is the bandwidth share alone.
     (prefill,) = roofline.attention(A100, 1080, 1, 1, 128, 2, 2)
     assert float(prefill.exposed_s) < 10 * 650e-9
+
+
+# --- L2 re-reads (Hardware.cache_bandwidth_bytes_per_s), by hand on the A100 profile --------------------------------
+# L2: 5120 B/clk × 1.41 GHz = 7.2192e12 B/s (A100 whitepaper), × 0.90 achievable; 40 MiB. Masked-MHA decode blocks
+# have 256 threads: 108 × 2048 / 256 = 864 resident blocks.
+
+
+def test_the_service_maps_the_l2_bandwidth_of_the_profile() -> None:
+    assert A100.cache_bandwidth_bytes_per_s == pytest.approx(5120 * 1.41e9, rel=1e-12)
+
+
+def test_masked_mha_reads_the_shared_kv_once_from_memory_and_again_from_l2() -> None:
+    # 8 sequences, 64 query heads on 1 K/V head (a group over XQA's 32: one block per query head), 4096 keys:
+    # K and V are 2 × 2 B × 8 × 4096 × 128 = 16 777 216 B. 864 resident blocks cover ceil(864 / 64) = 14 ≥ 8 groups,
+    # whose K/V (16.8 MB) fit in 40 MiB: the other 63 heads' reads hit L2.
+    unique = 2 * 2 * 8 * 4096 * 128
+    q_and_out = 2 * (2 * 8 * 64 * 128)
+    (kernel,) = roofline.attention(A100, 8, 64, 1, 128, 1, 4096)
+    assert float(kernel.external_in_bytes) == unique
+    assert float(kernel.cache_in_bytes) == 63 * unique
+    est = roofline.single([kernel], A100, VECTOR_PEAK, 0.0)
+    # The L2 roof holds: every byte passes through it, 1.07 GB at 6.50 TB/s (165 µs), against 17 MB of HBM (9 µs).
+    assert float(est.memory_s) == pytest.approx((unique + q_and_out + 63 * unique) / (7.2192e12 * 0.9), rel=1e-12)
+    assert float(est.bytes) == unique + q_and_out
+    # Without an L2 bandwidth every head's read comes from device memory, as before the figure existed.
+    (unknown,) = roofline.attention(replace(A100, cache_bandwidth_bytes_per_s=None), 8, 64, 1, 128, 1, 4096)
+    assert float(unknown.external_in_bytes) == 64 * unique and float(unknown.cache_in_bytes) == 0.0
+
+
+def test_masked_mha_whose_groups_outgrow_l2_reads_device_memory_for_every_head() -> None:
+    # 16 384 keys: each sequence's K/V is 8 388 608 B; the 8 resident groups hold 67 MB, over 40 MiB.
+    (kernel,) = roofline.attention(A100, 8, 64, 1, 128, 1, 16384)
+    assert float(kernel.external_in_bytes) == 64 * 2 * 2 * 8 * 16384 * 128
+    assert float(kernel.cache_in_bytes) == 0.0
