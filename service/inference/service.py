@@ -32,10 +32,11 @@ from schemas.inference import (
 from schemas.models import FfnKind, ModelSpec, NormKind, Positional
 from service.calibrations.runs import CalibrationUse, for_runs, row_calibration, summary
 from service.catalogue import service as catalogue
+from service.catalogue.loopread import DigestReader
 from service.catalogue.service import MODELS
 from service.collectives.service import device_topology
-from service.errors import Unprocessable, details_from_validation, validation_message
-from service.estimates.service import invalid, resolve_hardware, to_core
+from service.errors import NotFound, Unprocessable, details_from_validation, validation_message
+from service.estimates.service import invalid, resolve_hardware, resolve_hardware_on_loop, to_core
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -45,6 +46,19 @@ def resolve_model(session: Session, ref: str | ModelSpec) -> tuple[ModelSpec, st
     if isinstance(ref, str):
         return catalogue.get_spec(session, MODELS, ref), ref
     return ref, getattr(ref, "slug", ref.name)
+
+
+async def resolve_model_on_loop(reader: DigestReader, ref: str | ModelSpec) -> tuple[ModelSpec, str] | None:
+    """`resolve_model` with one digest read on the event loop and the parse cache; None: ask `resolve_model`."""
+    if not isinstance(ref, str):
+        return ref, getattr(ref, "slug", ref.name)
+    known, digest = await reader.digest(MODELS.table.__tablename__, ref)
+    if not known:
+        return None
+    if digest is None:
+        raise NotFound(f"No {MODELS.label} with slug {ref!r}.")
+    spec = catalogue.cached_spec(MODELS, ref, digest)
+    return None if spec is None else (spec, ref)
 
 
 def transformer(spec: ModelSpec, override: AttentionOverride | None, where: str = "body") -> roofline.Transformer:
@@ -130,16 +144,29 @@ class Prepared:
 
 
 class Resolver:
-    """Resolves models and hardware once per distinct reference within one request (a batch repeats them)."""
+    """Resolves models and hardware once per distinct reference within one request (a batch repeats them).
 
-    def __init__(self, session: Session) -> None:
+    Without a session (`on_loop`) it holds only what was resolved before it was made: the event loop's path."""
+
+    def __init__(self, session: Session | None) -> None:
         self.session = session
         self.models: dict[str, tuple[ModelSpec, str]] = {}
         self.hardware: dict[str, tuple[HardwareSpec, str, roofline.System, CalibrationUse | None]] = {}
 
+    @staticmethod
+    def _model_key(ref: Any) -> str:
+        return ref if isinstance(ref, str) else json.dumps(ref.model_dump(mode="json"), sort_keys=True)
+
+    @staticmethod
+    def _system_key(body: EstimateContext) -> str:
+        return json.dumps(
+            body.model_dump(mode="json", include={"hardware", "hardware_patch", "options"}), sort_keys=True
+        )
+
     def model(self, ref: Any) -> tuple[ModelSpec, str]:
-        key = ref if isinstance(ref, str) else json.dumps(ref.model_dump(mode="json"), sort_keys=True)
+        key = self._model_key(ref)
         if key not in self.models:
+            assert self.session is not None, "a resolver without a session holds what it was given"
             self.models[key] = resolve_model(self.session, ref)
         return self.models[key]
 
@@ -147,17 +174,37 @@ class Resolver:
         self, body: EstimateContext, where: str = "body"
     ) -> tuple[HardwareSpec, str, roofline.System, CalibrationUse | None]:
         """The profile, its name, the core's system (with the calibration's corrector) and the calibration use."""
-        parts = body.model_dump(mode="json", include={"hardware", "hardware_patch", "options"})
-        key = json.dumps(parts, sort_keys=True)
+        key = self._system_key(body)
         if key not in self.hardware:
+            assert self.session is not None, "a resolver without a session holds what it was given"
             spec, name = resolve_hardware(self.session, body)
-            hw = to_core(spec, body)
-            power = spec.power.tdp_w if spec.power else None
             slug = body.hardware if isinstance(body.hardware, str) and not body.hardware_patch else None
             use = for_runs(self.session, slug, body.options.calibration, f"{where}.options.calibration")
-            correct = use.corrector if use is not None else None
-            self.hardware[key] = (spec, name, roofline.System(hw, topologies(spec), power, correct), use)
+            self.hardware[key] = self._built(spec, name, body, use)
         return self.hardware[key]
+
+    @staticmethod
+    def _built(
+        spec: HardwareSpec, name: str, body: EstimateContext, use: CalibrationUse | None
+    ) -> tuple[HardwareSpec, str, roofline.System, CalibrationUse | None]:
+        power = spec.power.tdp_w if spec.power else None
+        correct = use.corrector if use is not None else None
+        return spec, name, roofline.System(to_core(spec, body), topologies(spec), power, correct), use
+
+    @classmethod
+    async def on_loop(cls, reader: DigestReader, body: InferenceRequest) -> Resolver | None:
+        """A resolver for one request whose model and profile one digest read each settles on the event loop, without
+        a calibration (service.estimates.router says why); None: resolve through a session."""
+        if body.options.calibration != "none":
+            return None
+        model = await resolve_model_on_loop(reader, body.model)
+        hardware = await resolve_hardware_on_loop(reader, body) if model is not None else None
+        if model is None or hardware is None:
+            return None
+        resolver = cls(None)
+        resolver.models[cls._model_key(body.model)] = model
+        resolver.hardware[cls._system_key(body)] = cls._built(*hardware, body, None)
+        return resolver
 
 
 def prepare(resolver: Resolver, body: InferenceRequest, where: str = "body") -> Prepared:
@@ -320,8 +367,10 @@ def render(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
     }
 
 
-def estimate(session: Session, body: InferenceRequest) -> InferenceRead:
-    prepared = prepare(Resolver(session), body)
+def estimate(session: Session | Resolver, body: InferenceRequest) -> InferenceRead:
+    """One run, resolved through a session, or by a resolver that already holds its model and profile."""
+    resolver = session if isinstance(session, Resolver) else Resolver(session)
+    prepared = prepare(resolver, body)
     return InferenceRead.model_validate(render(prepared, evaluate([prepared])[0]))
 
 

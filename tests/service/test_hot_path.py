@@ -30,7 +30,7 @@ from service.catalogue.loopread import (
 )
 from service.db import make_engine
 from service.estimates import service
-from service.examples import ESTIMATE_OP_EXAMPLES
+from service.examples import _HARDWARE, ESTIMATE_OP_EXAMPLES
 from tests.conftest import PostgresSchema, free_port
 
 
@@ -168,3 +168,22 @@ def test_the_loop_path_and_the_session_path_answer_alike(client: TestClient) -> 
     assert first.status_code == second.status_code == 200, first.text
     assert first.json() == second.json()
     assert (first.json()["tiles"], first.json()["waves"]) == (120, 2)
+
+
+def test_inference_on_the_loop_answers_as_through_a_session(client: TestClient) -> None:
+    # Model and profile parsed through a session on the first request, then read from the cache under the digests
+    # read on the loop: the same run either way, for a catalogue profile and an inline one.
+    body = {
+        "model": "llama-3-8b",
+        "hardware": "a100-sxm-80gb",
+        "workload": {"batch": 8, "prompt_tokens": 1024, "output_tokens": 128},
+    }
+    inline = {**body, "hardware": {**_HARDWARE, "slug": "inline-h100"}}
+    for request in (body, inline):
+        first, second = (client.post("/v1/estimate/inference", json=request) for _ in range(2))
+        assert first.status_code == second.status_code == 200, first.text
+        assert first.json() == second.json()
+    # Llama 3 8B's weights in bf16: 8.03 B parameters × 2 bytes on one device (Meta's model card: 8.03 B).
+    assert first.json()["memory"]["weights_bytes"] == pytest.approx(2 * 8.03e9, rel=0.01)
+    missing = client.post("/v1/estimate/inference", json={**body, "model": "no-such-model"})
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
