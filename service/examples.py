@@ -261,6 +261,16 @@ INFERENCE_EXAMPLES = {
             "dtypes": {"weights": "int8", "activations": "bf16", "kv_cache": "fp8"},
         },
     ),
+    "calibrated": Example(
+        summary="Llama-3-8B on one A100 with the newest calibration of the profile (POST /v1/calibrations); ops it "
+        "does not cover, or none stored, keep the physical model, and assumptions.calibration says which",
+        value={
+            "model": "llama-3-8b",
+            "hardware": "a100-sxm-80gb",
+            "workload": {"batch": 8, "prompt_tokens": 1024, "output_tokens": 128},
+            "options": {"calibration": "latest"},
+        },
+    ),
     "mixed-requests": Example(
         summary="A batch of requests of different lengths on one A100",
         value={
