@@ -270,6 +270,8 @@ def apply(
     (n,) the model's time, returned unchanged where the correction does not reach. `own[i]` ≥ 0 marks op i as
     training point `own[i]`: it is left out of its own neighbours (a leave-one-out value, not its measurement).
     """
+    if len(work_s) == 0:  # nothing to correct (e.g. a held-out share that rounds to no results)
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
     features = np.asarray(features, dtype=np.float64).reshape(len(work_s), -1)
     work_s, physical_s = np.asarray(work_s, dtype=np.float64), np.asarray(physical_s, dtype=np.float64)
     variants = np.zeros(len(work_s), dtype=np.int64) if variants is None else np.asarray(variants, dtype=np.int64)

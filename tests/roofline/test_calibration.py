@@ -30,6 +30,15 @@ def test_recovers_a_planted_launch_cost_and_utilisation() -> None:
     assert how.tolist() == [Method.interpolated]
 
 
+def test_no_ops_to_correct_is_no_answer_not_an_error() -> None:
+    # Found by schemathesis: a held-out share of 5e-324 rounds to no results, and apply() was handed empty arrays.
+    features, work = grid()
+    c = fit(features, work, 4e-6 + 1.25 * work)
+    assert c is not None
+    time_s, how = apply(c, features[:0], work[:0], physical_s=work[:0])
+    assert (time_s.shape, how.shape) == ((0,), (0,))
+
+
 def test_size_dependent_utilisation() -> None:
     features, work = grid(100)
     z = np.log10(work) - np.mean(np.log10(work))
