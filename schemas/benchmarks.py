@@ -13,20 +13,7 @@ from pydantic import BaseModel, Field, StringConstraints, ValidationInfo, field_
 
 from schemas import limits
 from schemas.common import Dtype, InputModel, ShortText, UtcDatetime
-from schemas.ops import (
-    Activation,
-    Attention,
-    Chain,
-    CrossEntropy,
-    Elementwise,
-    Embedding,
-    LayerNorm,
-    Matmul,
-    Reduction,
-    RmsNorm,
-    Rotary,
-    Softmax,
-)
+from schemas.ops import LEAF_OPS, Chain
 
 MAX_RESULTS = limits.MAX_RESULTS
 Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False, description="Seconds, 0 < t ≤ 3600.")]
@@ -66,22 +53,7 @@ class Collective(InputModel):
 
 
 # The estimate ops (schemas.ops.Op) and collectives, one flat union on `kind`.
-ResultOp = Annotated[
-    Matmul
-    | Elementwise
-    | Activation
-    | Reduction
-    | Softmax
-    | LayerNorm
-    | RmsNorm
-    | Rotary
-    | Embedding
-    | CrossEntropy
-    | Attention
-    | Chain
-    | Collective,
-    Field(discriminator="kind"),
-]
+ResultOp = Annotated[LEAF_OPS | Chain | Collective, Field(discriminator="kind")]
 
 SoftwareName = Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
 SoftwareVersion = Annotated[str, StringConstraints(min_length=1, max_length=100, strip_whitespace=True)]

@@ -225,7 +225,8 @@ class Attention(InputModel):
         return kv_len
 
 
-LeafOp = Annotated[
+# The leaf op classes, once: LeafOp, Op and schemas.benchmarks.ResultOp are unions of them on `kind`.
+LEAF_OPS = (
     Matmul
     | Elementwise
     | Activation
@@ -236,9 +237,9 @@ LeafOp = Annotated[
     | Rotary
     | Embedding
     | CrossEntropy
-    | Attention,
-    Field(discriminator="kind"),
-]
+    | Attention
+)
+LeafOp = Annotated[LEAF_OPS, Field(discriminator="kind")]
 
 
 class Chain(InputModel):
@@ -257,18 +258,4 @@ class Chain(InputModel):
     )
 
 
-Op = Annotated[
-    Matmul
-    | Elementwise
-    | Activation
-    | Reduction
-    | Softmax
-    | LayerNorm
-    | RmsNorm
-    | Rotary
-    | Embedding
-    | CrossEntropy
-    | Attention
-    | Chain,
-    Field(discriminator="kind"),
-]
+Op = Annotated[LEAF_OPS | Chain, Field(discriminator="kind")]
