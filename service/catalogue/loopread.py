@@ -43,8 +43,8 @@ SQLITE_BUSY_MS = 50
 # Seconds a request waits for one of the pool's connections before taking the thread-pool path instead: a read takes
 # ~0.1 ms, so a pool this busy, or not connected (PostgreSQL down), is better left to the session's own handling.
 POSTGRES_WAIT_S = 0.2
-# Connections per process. Each serves thousands of digest reads a second; the compose file's PostgreSQL allows 200
-# connections for 3 replicas × 2 workers × (this + the engine's pool of 5 + 10 overflow).
+# Connections per process. Each serves thousands of digest reads a second; the compose file's max_connections covers
+# every process's engine pool and this one (tests/service/test_scale_out.py checks the sum).
 POSTGRES_POOL_MAX = 4
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from schemas.hardware import HardwareCreate, HardwareRead
 from schemas.models import ModelCreate, ModelRead
+from service.catalogue.loopread import DigestReader
 from service.catalogue.repository import CatalogueRepository
 from service.errors import Conflict, NotFound, ReadOnly, Unprocessable, details_from_validation, validation_message
 from service.orm import HardwareProfile, ModelConfig
@@ -88,9 +89,20 @@ _SPECS_LOCK = threading.Lock()  # sync endpoints run in a thread pool
 SPEC_CACHE_SIZE = 512
 
 
+async def spec_on_loop(reader: DigestReader, kind: CatalogueKind[C, R, E], slug: str) -> C | None:
+    """`get_spec` without a session: the digest read on the event loop (`service.catalogue.loopread`), the parse from
+    the cache. None when that does not settle it (the reader cannot say, or this process has not parsed that
+    content yet): ask `get_spec`."""
+    known, digest = await reader.digest(kind.table.__tablename__, slug)
+    if not known:
+        return None
+    if digest is None:
+        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+    return cached_spec(kind, slug, digest)
+
+
 def cached_spec(kind: CatalogueKind[C, R, E], slug: str, digest: str) -> C | None:
-    """The parsed document of an entry whose digest the caller has just read, if it is cached (else None: read it
-    with `get_spec`). For `service.catalogue.loopread`, which reads digests without a session."""
+    """The parsed document of an entry whose digest the caller has just read, if it is cached (else None)."""
     key = (kind.table.__tablename__, slug, digest)
     with _SPECS_LOCK:
         cached = _SPECS.get(key)
@@ -105,11 +117,9 @@ def get_spec(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> C:
     digest = repo.digest(slug)
     if digest is None:
         raise NotFound(f"No {kind.label} with slug {slug!r}.")
-    with _SPECS_LOCK:
-        cached = _SPECS.get((kind.table.__tablename__, slug, digest))
-        if cached is not None:
-            _SPECS.move_to_end((kind.table.__tablename__, slug, digest))
-            return cast(C, cached)
+    cached = cached_spec(kind, slug, digest)
+    if cached is not None:
+        return cached
     row = repo.get(slug)
     if row is None:  # deleted between the two reads
         raise NotFound(f"No {kind.label} with slug {slug!r}.")

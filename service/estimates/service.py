@@ -36,7 +36,7 @@ from service import encoding
 from service.catalogue import service as catalogue
 from service.catalogue.loopread import DigestReader
 from service.catalogue.service import HARDWARE, merge_patch
-from service.errors import NotFound, Unprocessable, details_from_validation, validation_message
+from service.errors import Unprocessable, details_from_validation, validation_message
 
 BOUNDS = ("compute", "memory", "overhead")
 MATMUL_FIELDS = ("tiles", "waves", "wave_efficiency")
@@ -63,12 +63,7 @@ async def resolve_hardware_on_loop(reader: DigestReader, ctx: EstimateContext) -
     `resolve_hardware`."""
     if not isinstance(ctx.hardware, str):
         return _patched(ctx.hardware, ctx.hardware.slug, ctx)
-    known, digest = await reader.digest(HARDWARE.table.__tablename__, ctx.hardware)
-    if not known:
-        return None
-    if digest is None:
-        raise NotFound(f"No {HARDWARE.label} with slug {ctx.hardware!r}.")
-    spec = catalogue.cached_spec(HARDWARE, ctx.hardware, digest)
+    spec = await catalogue.spec_on_loop(reader, HARDWARE, ctx.hardware)
     return None if spec is None else _patched(spec, ctx.hardware, ctx)
 
 
@@ -219,7 +214,7 @@ def _numbers_of(est: roofline.Estimate) -> dict[str, Any]:
 def item_dict(est: roofline.Estimate) -> dict[str, Any]:
     """`item_dicts(est, where=None)[0]` for a single estimate (0-d arrays), with Python's float() and
     math.isfinite() per number instead of numpy's matrix: ~10 µs where the column path costs ~50, which matters on
-    /v1/estimate/op, the service's hot path (bench/throughput.py). tests/service/test_estimates_api.py holds the two
+    /v1/estimate/op, the service's hot path (bench/throughput.py). tests/service/test_hot_path.py holds the two
     paths equal."""
     if np.ndim(est.time_s) != 0:
         return item_dicts(est, where=None)[0]

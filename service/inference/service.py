@@ -35,7 +35,7 @@ from service.catalogue import service as catalogue
 from service.catalogue.loopread import DigestReader
 from service.catalogue.service import MODELS
 from service.collectives.service import device_topology
-from service.errors import NotFound, Unprocessable, details_from_validation, validation_message
+from service.errors import Unprocessable, details_from_validation, validation_message
 from service.estimates.service import invalid, resolve_hardware, resolve_hardware_on_loop, to_core
 
 SECONDS_PER_HOUR = 3600.0
@@ -52,12 +52,7 @@ async def resolve_model_on_loop(reader: DigestReader, ref: str | ModelSpec) -> t
     """`resolve_model` with one digest read on the event loop and the parse cache; None: ask `resolve_model`."""
     if not isinstance(ref, str):
         return ref, getattr(ref, "slug", ref.name)
-    known, digest = await reader.digest(MODELS.table.__tablename__, ref)
-    if not known:
-        return None
-    if digest is None:
-        raise NotFound(f"No {MODELS.label} with slug {ref!r}.")
-    spec = catalogue.cached_spec(MODELS, ref, digest)
+    spec = await catalogue.spec_on_loop(reader, MODELS, ref)
     return None if spec is None else (spec, ref)
 
 
@@ -367,9 +362,9 @@ def render(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
     }
 
 
-def estimate(session: Session | Resolver, body: InferenceRequest) -> InferenceRead:
+def estimate(source: Session | Resolver, body: InferenceRequest) -> InferenceRead:
     """One run, resolved through a session, or by a resolver that already holds its model and profile."""
-    resolver = session if isinstance(session, Resolver) else Resolver(session)
+    resolver = source if isinstance(source, Resolver) else Resolver(source)
     prepared = prepare(resolver, body)
     return InferenceRead.model_validate(render(prepared, evaluate([prepared])[0]))
 
