@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
 from numpy.typing import NDArray
 
-Array = NDArray[np.float64]
+from roofline import _num
+from roofline._num import Array, Num
+
+__all__ = ["Array", "Bound", "Estimate", "Num", "kernel_time"]
 
 
 class Bound(IntEnum):
@@ -17,36 +21,44 @@ class Bound(IntEnum):
 
 @dataclass(frozen=True)
 class Estimate:
-    """The anatomy of one or many estimates; every array has the same shape (one element per point).
+    """The anatomy of one or many estimates; every array has the same shape (one element per point), and one point
+    computed from plain numbers holds floats (`roofline._num`).
 
     time_s = Σ over kernels of launch + max(‖compute_s, memory_s‖₃, compute_s + exposed): each kernel's fixed
     cost, then the roofline of its work (Williams, Waterman, Patterson, CACM 2009; scaling-book "roofline") with a
     smooth transition at the ridge point and the waits of a tiled kernel (`kernel_time`).
     """
 
-    flops: Array
-    bytes: Array  # to and from device memory
-    compute_s: Array
-    memory_s: Array
-    overhead_s: Array
-    time_s: Array
-    peak_flops_per_s: Array  # the peak this op's math runs at (matrix or vector unit)
+    flops: Num
+    bytes: Num  # to and from device memory
+    compute_s: Num
+    memory_s: Num
+    overhead_s: Num
+    time_s: Num
+    peak_flops_per_s: Num  # the peak this op's math runs at (matrix or vector unit)
     bandwidth_bytes_per_s: float
     unit: str  # "matrix" | "vector"
-    extra: dict[str, Array] = field(default_factory=dict)  # tiles, waves, wave_efficiency, ideal_bytes …
+    extra: dict[str, Num] = field(default_factory=dict)  # tiles, waves, wave_efficiency, ideal_bytes …
     assumptions: dict[str, object] = field(default_factory=dict)
 
     @property
-    def arithmetic_intensity(self) -> Array:
-        return np.divide(self.flops, self.bytes, out=np.full_like(self.flops, np.inf), where=self.bytes > 0)
+    def arithmetic_intensity(self) -> Num:
+        if isinstance(self.flops, float) and isinstance(self.bytes, float):
+            return self.flops / self.bytes if self.bytes > 0 else math.inf
+        out: Array = np.divide(self.flops, self.bytes, out=np.full_like(self.flops, np.inf), where=self.bytes > 0)
+        return out
 
     @property
-    def critical_intensity(self) -> Array:
+    def critical_intensity(self) -> Num:
         """The ridge point: peak FLOP/s over bandwidth, for the unit and dtype this op runs on."""
         return self.peak_flops_per_s / self.bandwidth_bytes_per_s
 
     @property
-    def bound(self) -> NDArray[np.int64]:
+    def bound(self) -> int | NDArray[np.int64]:
+        """Which term is largest: a `Bound` (the first of equals), per point."""
+        terms = (self.compute_s, self.memory_s, self.overhead_s)
+        if all(isinstance(t, float) for t in terms):
+            return max(range(3), key=lambda i: (terms[i], -i))
         stacked = np.stack([self.compute_s, self.memory_s, self.overhead_s])
         out: NDArray[np.int64] = np.argmax(stacked, axis=0)
         return out
@@ -61,7 +73,7 @@ class Estimate:
 OVERLAP_NORM = 3.0
 
 
-def kernel_time(compute_s: Array, memory_s: Array, launch_s: float | Array, exposed_s: float | Array = 0.0) -> Array:
+def kernel_time(compute_s: Num, memory_s: Num, launch_s: Num, exposed_s: Num = 0.0) -> Num:
     """One kernel, in seconds: its fixed cost (launch and ramp: scheduling its blocks, filling and draining its
     pipeline, which nothing overlaps), then its work: the smooth maximum of math and memory time
     (`OVERLAP_NORM`), never less than the compute units' own timeline, math plus the waits a tiled kernel cannot
@@ -70,10 +82,9 @@ def kernel_time(compute_s: Array, memory_s: Array, launch_s: float | Array, expo
     The fixed cost is the profile's `kernel_launch_s` unless the caller gives its own (e.g. ~2.5 µs, the shortest
     kernel an A100 runs, for CUDA-graph replays that have no host launch gap).
     """
-    c, m = np.asarray(compute_s, dtype=np.float64), np.asarray(memory_s, dtype=np.float64)
-    top = np.maximum(c, m)
-    safe = np.where(top > 0, top, 1.0)
+    c, m = _num.num(compute_s), _num.num(memory_s)
+    top = _num.maximum(c, m)
+    safe = _num.where(top > 0, top, 1.0)
     p = OVERLAP_NORM
     work = top * ((c / safe) ** p + (m / safe) ** p) ** (1.0 / p)
-    out: Array = launch_s + np.maximum(work, c + exposed_s)
-    return out
+    return launch_s + _num.maximum(work, c + exposed_s)

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from roofline._estimate import Array, Estimate, kernel_time
+from roofline import _num
+from roofline._estimate import Array, Estimate, Num, kernel_time
 from roofline._hardware import Hardware
 
 
@@ -39,43 +40,42 @@ class Kernel:
     `external_in_bytes` are the inputs that always come from device memory.
     """
 
-    flops: Array
-    matrix_s: Array  # time on the matrix unit (tile- and wave-quantized), 0 if none
-    vector_flops: Array  # of `flops`, those on the vector unit
-    sfu_ops: Array  # transcendentals on the special-function units
-    external_in_bytes: Array
-    chained_in_bytes: Array
-    out_bytes: Array
-    peak: Array  # FLOP/s of the unit that does this kernel's main math
+    flops: Num
+    matrix_s: Num  # time on the matrix unit (tile- and wave-quantized), 0 if none
+    vector_flops: Num  # of `flops`, those on the vector unit
+    sfu_ops: Num  # transcendentals on the special-function units
+    external_in_bytes: Num
+    chained_in_bytes: Num
+    out_bytes: Num
+    peak: Num  # FLOP/s of the unit that does this kernel's main math
     unit: str
     consumes_whole_input: bool = False  # a matmul needs all of its chained operand, not a stream of it
     # Time the compute units spend waiting rather than computing, on top of `matrix_s`: a tiled kernel's pipeline
     # fill and output store per wave (`roofline._ops.K_STEP`). It adds to the compute timeline, not to memory time.
-    exposed_s: Array = field(default_factory=lambda: np.zeros(()))
-    launches: Array = field(default_factory=lambda: np.ones(()))  # a split-K matmul is 2: the product, the sum
+    exposed_s: Num = 0.0
+    launches: Num = 1.0  # a split-K matmul is 2: the product, the sum
     # How a streaming kernel loads (`roofline._ops.MEMORY_ACCESS`): every thread keeps one load of `access_bytes`
     # in flight, `dependent_loads` in series. None: tiled kernels (matmul, attention) that stage their loads.
     access_bytes: float | None = None
     dependent_loads: float = 1.0
     # Loads one thread issues one after another over the whole kernel (a loop whose every trip waits for its load),
     # for a kernel whose threads make many such trips (`memory_s`); 0: not modelled (one round trip at least).
-    serial_loads: Array = field(default_factory=lambda: np.zeros(()))
+    serial_loads: Num = 0.0
     # Bytes read again from the last-level cache (L2), not from device memory: data this kernel already brought on
     # chip and reads a second time while it is still there (`cache_s`). Only set when the device's cache bandwidth
     # is known (`Hardware.cache_bandwidth_bytes_per_s`); otherwise an op charges those reads to device memory.
-    cache_in_bytes: Array = field(default_factory=lambda: np.zeros(()))
-    extra: dict[str, Array] = field(default_factory=dict)
+    cache_in_bytes: Num = 0.0
+    extra: dict[str, Num] = field(default_factory=dict)
     assumptions: dict[str, object] = field(default_factory=dict)
 
-    def compute_s(self, hw: Hardware, dtype_vector_peak: float) -> Array:
+    def compute_s(self, hw: Hardware, dtype_vector_peak: float) -> Num:
         """Math time: the matrix, vector and special-function units work concurrently, so the slowest one counts."""
         vector_s = self.vector_flops / (dtype_vector_peak * hw.eff_vector)
         sfu_rate = hw.special_function_ops_per_s or dtype_vector_peak / 4.0
         sfu_s = self.sfu_ops / (sfu_rate * hw.eff_vector)
-        out: Array = np.maximum(self.matrix_s, np.maximum(vector_s, sfu_s))
-        return out
+        return _num.maximum(self.matrix_s, _num.maximum(vector_s, sfu_s))
 
-    def memory_s(self, hw: Hardware, moved: Array) -> Array:
+    def memory_s(self, hw: Hardware, moved: Num) -> Num:
         """Time to move `moved` bytes. A tiled kernel moves them at the achievable peak bandwidth. A streaming kernel
         is held by two limits at once, the bandwidth and the bytes its threads keep in flight over the memory latency
         (`Hardware.parallel_bandwidth` over every resident thread), combined as `MEMORY_QUEUEING_NORM` says; and by the
@@ -84,8 +84,7 @@ class Kernel:
         round trip (the loads in series) of that latency."""
         bw = hw.memory_bytes_per_s * hw.eff_memory
         if self.access_bytes is None:
-            out: Array = moved / bw
-            return out
+            return moved / bw
         resident = hw.units * (hw.threads_per_unit or 0)
         latency_bound = hw.parallel_bandwidth(np.asarray(float(resident)), self.access_bytes, self.dependent_loads)
         p = MEMORY_QUEUEING_NORM
@@ -93,10 +92,9 @@ class Kernel:
         latency = hw.memory_latency_s or 0.0
         chain = latency * self.dependent_loads * self.serial_loads
         seconds = (seconds**p + chain**p) ** (1.0 / p)
-        out = np.maximum(seconds, np.where(moved > 0, latency * self.dependent_loads, 0.0))
-        return out
+        return _num.maximum(seconds, _num.where(moved > 0, latency * self.dependent_loads, 0.0))
 
-    def cache_s(self, hw: Hardware, moved: Array) -> Array:
+    def cache_s(self, hw: Hardware, moved: Num) -> Num:
         """Time the last-level cache needs to serve this kernel: every byte the compute units read or write passes
         through it (`moved`, the device-memory bytes, and `cache_in_bytes`, the re-reads it serves itself), at its
         achievable bandwidth (the device's peak × `eff_memory`, RL-ASSUME: the fraction copies reach of device
@@ -104,22 +102,29 @@ class Kernel:
         one holds (Ilic, Pratas, Sousa, "Cache-aware Roofline model", IEEE CAL 2014; Yang, Kurth, Williams,
         "Hierarchical Roofline analysis for GPUs", CCPE 2020). 0 when the cache bandwidth is unknown."""
         if hw.cache_bandwidth_bytes_per_s is None:
-            return np.zeros(np.shape(moved))
-        out: Array = (moved + self.cache_in_bytes) / (hw.cache_bandwidth_bytes_per_s * hw.eff_memory)
-        return out
+            return _num.zeros_like(moved)
+        return (moved + self.cache_in_bytes) / (hw.cache_bandwidth_bytes_per_s * hw.eff_memory)
 
 
-def _shaped(values: Array, shape: tuple[int, ...]) -> Array:
-    """`values` with the estimate's shape: a broadcast view only where it differs (a single estimate's 0-d numbers
-    skip numpy's broadcast_to, ~7 µs per call, nine times per estimate: bench/throughput.py)."""
+def _shaped(values: Num, shape: tuple[int, ...]) -> Num:
+    """`values` with the estimate's shape: one point is a float (`roofline._num`), many a broadcast view only where
+    the shape differs."""
+    if shape == ():
+        return float(values)
     out: Array = np.asarray(values) if np.shape(values) == shape else np.broadcast_to(values, shape)
     return out
 
 
-def _merged(kernels: Sequence[Kernel]) -> tuple[Kernel, dict[str, Array], dict[str, object]]:
+def _most_flops(k: Kernel) -> float:
+    if isinstance(k.flops, float):
+        return k.flops
+    return float(np.max(k.flops)) if np.size(k.flops) else 0.0
+
+
+def _merged(kernels: Sequence[Kernel]) -> tuple[Kernel, dict[str, Num], dict[str, object]]:
     """The kernel doing the most math (its unit and peak describe the whole), and everyone's details."""
-    main = max(kernels, key=lambda k: float(np.max(k.flops)) if np.size(k.flops) else 0.0)
-    extra: dict[str, Array] = {}
+    main = kernels[0] if len(kernels) == 1 else max(kernels, key=_most_flops)
+    extra: dict[str, Num] = {}
     assumptions: dict[str, object] = {}
     for k in kernels:
         extra.update(k.extra)
@@ -134,11 +139,14 @@ def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s
     math and memory time, never less than math plus the waits a tiled kernel cannot hide. `compute_s` reports
     the math alone and `overhead_s` the fixed costs.
     """
-    shape = np.broadcast_shapes(*(np.shape(k.flops) for k in kernels), *(np.shape(k.out_bytes) for k in kernels))
-    total = {name: np.zeros(shape) for name in ("flops", "bytes", "compute", "memory", "overhead", "time")}
+    if all(isinstance(k.flops, float) and isinstance(k.out_bytes, float) for k in kernels):
+        shape: tuple[int, ...] = ()
+    else:
+        shape = np.broadcast_shapes(*(np.shape(k.flops) for k in kernels), *(np.shape(k.out_bytes) for k in kernels))
+    total: dict[str, Num] = dict.fromkeys(("flops", "bytes", "compute", "memory", "overhead", "time"), 0.0)
     for k in kernels:
         moved = k.external_in_bytes + k.chained_in_bytes + k.out_bytes
-        c, m = k.compute_s(hw, vector_peak), np.maximum(k.memory_s(hw, moved), k.cache_s(hw, moved))
+        c, m = k.compute_s(hw, vector_peak), _num.maximum(k.memory_s(hw, moved), k.cache_s(hw, moved))
         total["flops"] = total["flops"] + k.flops
         total["bytes"] = total["bytes"] + moved
         total["compute"] = total["compute"] + c

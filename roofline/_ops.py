@@ -11,10 +11,12 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from roofline import _num
 from roofline._alu import alu_cost
-from roofline._estimate import Array
+from roofline._estimate import Array, Num
 from roofline._hardware import Hardware, dtype_bytes
 from roofline._kernels import Kernel, arr
+from roofline._num import Bool
 
 # Matmul tiles are the output tiles a library picks among; waves are rounds of tiles over the compute units
 # (NVIDIA, "Matrix Multiplication Background", dimension quantization; seed 002's 1792 → 1793 example).
@@ -80,17 +82,17 @@ EPILOGUES: dict[str, tuple[int, float, float]] = {
 MEMORY_ACCESS: dict[str, float | None] = {"vectorized": 16.0, "scalar": None}  # None: the element size
 
 
-def _aligned(dim: Array, elem_bytes: float, alignment_bytes: int) -> NDArray[np.bool_]:
-    out: NDArray[np.bool_] = np.mod(dim * elem_bytes, alignment_bytes) == 0
+def _aligned(dim: Num, elem_bytes: float, alignment_bytes: int) -> Bool:
+    out: Bool = (dim * elem_bytes) % alignment_bytes == 0
     return out
 
 
 def matmul(
     hw: Hardware,
-    m: Array,
-    n: Array,
-    k: Array,
-    batch: Array | float = 1.0,
+    m: Num,
+    n: Num,
+    k: Num,
+    batch: Num = 1.0,
     dtype: str = "bf16",
     out_dtype: str | None = None,
     tile: tuple[int, int] | None = None,
@@ -107,48 +109,75 @@ def matmul(
     their traffic is timed at device bandwidth, conservatively). Each wave also waits for its first k-step and for
     the store of its tiles (`K_STEP`): `exposed_s`, added to the math on the compute units' timeline.
     """
-    m, n, k, b = arr(m), arr(n), arr(k), arr(batch)
+    m, n, k, b = _num.num(m), _num.num(n), _num.num(k), _num.num(batch)
     s_in, s_out = dtype_bytes(dtype), dtype_bytes(out_dtype or dtype)
     peak, unit = hw.matrix_peak(dtype)
     aligned = _aligned(k, s_in, hw.alignment_bytes) & _aligned(n, s_in, hw.alignment_bytes)
-    eff = hw.eff_matmul * np.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
+    eff = hw.eff_matmul * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
     slots = hw.units * hw.concurrent_tiles_per_unit
-    candidates = np.asarray([tile] if tile is not None else hw.tiles, dtype=np.float64)
+    pairs = [tile] if tile is not None else list(hw.tiles)
     bw = hw.memory_bytes_per_s * hw.eff_memory
+    point = _num.is_point(m, n, k, b)
 
     def cost(
-        tm: Array, tn: Array, split: Array, m: Array = m, n: Array = n, k: Array = k, b: Array = b, eff: Array = eff
-    ) -> tuple[Array, Array, Array, Array]:
+        tm: Num,
+        tn: Num,
+        split: Num,
+        m: Num = m,
+        n: Num = n,
+        k: Num = k,
+        b: Num = b,
+        eff: Num = eff,
+        xp: _num.Ops = _num.FLOATS if point else _num.ARRAYS,
+    ) -> tuple[Num, Num, Num, Num]:
         """Work units, waves, math time and exposed time of tm × tn output tiles over k split `split` ways."""
-        out_tiles = b * np.ceil(m / tm) * np.ceil(n / tn)
-        depth = np.ceil(k / split)
+        out_tiles = b * xp.ceil(m / tm) * xp.ceil(n / tn)
+        depth = xp.ceil(k / split)
         tiles = out_tiles * split
-        waves = np.ceil(tiles / slots)
+        waves = xp.ceil(tiles / slots)
         # One wave: every slot computes a tm × tn tile over its k slice (2·tm·tn·depth FLOPs) at peak / slots.
         seconds = waves * slots * 2.0 * tm * tn * depth / (peak * eff)
         is_split = split > 1
-        out_size = np.where(is_split, PARTIAL_BYTES, s_out)
-        tile_bytes = (tm + tn) * np.minimum(depth, K_STEP) * s_in + tm * tn * out_size
-        exposed = waves * tile_bytes * np.minimum(tiles, slots) / bw
+        out_size = xp.where(is_split, PARTIAL_BYTES, s_out)
+        tile_bytes = (tm + tn) * xp.minimum(depth, K_STEP) * s_in + tm * tn * out_size
+        exposed = waves * tile_bytes * xp.minimum(tiles, slots) / bw
         # Split: the partial tiles are summed by a second kernel (`launches`), which reads and writes them; only an
         # under-filled grid is split.
-        seconds = np.where(is_split, seconds + 2.0 * PARTIAL_BYTES * split * b * m * n / bw, seconds)
-        exposed = np.where(is_split, np.where(out_tiles < slots, exposed + hw.launch_s, np.inf), exposed)
+        seconds = xp.where(is_split, seconds + 2.0 * PARTIAL_BYTES * split * b * m * n / bw, seconds)
+        exposed = xp.where(is_split, xp.where(out_tiles < slots, exposed + hw.launch_s, math.inf), exposed)
         return tiles, waves, seconds, exposed
 
-    def fastest(grid_shape: tuple[int, ...], *sizes: Array) -> NDArray[np.intp]:
+    def fastest(grid_shape: tuple[int, ...], *sizes: Num) -> NDArray[np.intp]:
         """Index of the first least total over every (candidate, split) pair, a library's pick, as c·splits + s: the
         pairs on two leading axes, the points (`sizes`, broadcasting to `grid_shape`) after them."""
+        candidates = np.asarray(pairs, dtype=np.float64)
         ones = (1,) * len(grid_shape)
         tm, tn = candidates[:, 0].reshape(-1, 1, *ones), candidates[:, 1].reshape(-1, 1, *ones)
-        _, _, grid_s, grid_exposed = cost(tm, tn, _SPLITS.reshape(1, -1, *ones), *sizes)
+        m, n, k, b, eff = sizes
+        _, _, grid_s, grid_exposed = cost(tm, tn, _SPLITS.reshape(1, -1, *ones), m, n, k, b, eff, _num.ARRAYS)
         total = np.broadcast_to(grid_s + grid_exposed, (len(candidates), len(SPLIT_K), *grid_shape))
         out: NDArray[np.intp] = np.argmin(total.reshape(len(candidates) * len(SPLIT_K), -1), axis=0)
         return out.reshape(grid_shape)
 
-    shape = np.broadcast_shapes(m.shape, n.shape, k.shape, b.shape)
+    def fastest_point() -> int:
+        """`fastest` for one point in floats: the same pairs in the same order, the first least total. A split is
+        considered only where the grid is under-filled (elsewhere `cost` makes it infinite, never the least)."""
+        best_at, best_total = 0, math.inf
+        for c, (tm, tn) in enumerate(pairs):
+            under_filled = b * _num.FLOATS.ceil(m / tm) * _num.FLOATS.ceil(n / tn) < slots
+            for s, split in enumerate(SPLIT_K if under_filled else SPLIT_K[:1]):
+                _, _, seconds, exposed = cost(tm, tn, split)
+                total = float(seconds + exposed)
+                if total < best_total:
+                    best_at, best_total = c * len(SPLIT_K) + s, total
+        return best_at
+
+    shape = () if point else np.broadcast_shapes(np.shape(m), np.shape(n), np.shape(k), np.shape(b))
     size = math.prod(shape)
-    if size <= _SEARCH_CHUNK:
+    pick: int | NDArray[np.intp]
+    if point:
+        pick = fastest_point()
+    elif size <= _SEARCH_CHUNK:
         pick = fastest(shape, m, n, k, b, eff)
     else:  # chunks of points, so that the grid's temporaries stay in cache (twice as fast at 10 000 points)
         flat = [np.broadcast_to(x, shape).reshape(-1) for x in (m, n, k, b, eff)]
@@ -156,11 +185,20 @@ def matmul(
         pick = np.concatenate([fastest((j - i,), *(x[i:j] for x in flat)) for i, j in chunks]).reshape(shape)
     # The winner's figures, computed again from its tile and split alone: the same arithmetic on the same numbers
     # (identical), and cheaper than gathering them from the grid.
-    choice, split_index = np.divmod(pick, len(SPLIT_K))
-    tile_m, tile_n, split_k = arr(candidates[choice, 0]), arr(candidates[choice, 1]), arr(_SPLITS[split_index])
+    tile_m: Num
+    tile_n: Num
+    split_k: Num
+    if point:  # one point: its figures in floats (`roofline._num`)
+        choice_at, split_at = divmod(int(pick), len(SPLIT_K))
+        tile_m, tile_n = float(pairs[choice_at][0]), float(pairs[choice_at][1])
+        split_k = float(SPLIT_K[split_at])
+    else:
+        candidates = np.asarray(pairs, dtype=np.float64)
+        choice, split_index = np.divmod(pick, len(SPLIT_K))
+        tile_m, tile_n, split_k = arr(candidates[choice, 0]), arr(candidates[choice, 1]), arr(_SPLITS[split_index])
     tiles, waves, best_s, exposed_s = cost(tile_m, tile_n, split_k)
     best = {"tiles": tiles, "waves": waves, "tile_m": tile_m, "tile_n": tile_n, "split_k": split_k}
-    exposed_s = exposed_s - np.where(best["split_k"] > 1, hw.launch_s, 0.0)  # the second launch is counted apart
+    exposed_s = exposed_s - _num.where(split_k > 1, hw.launch_s, 0.0)  # the second launch is counted apart
     flops = 2.0 * b * m * n * k
     wave_eff = best["tiles"] / (best["waves"] * slots)
 
@@ -169,17 +207,17 @@ def matmul(
     main = Kernel(
         flops=flops,
         matrix_s=best_s,
-        vector_flops=np.zeros(()),
-        sfu_ops=np.zeros(()),
+        vector_flops=0.0,
+        sfu_ops=0.0,
         external_in_bytes=a_bytes + b_bytes,
-        chained_in_bytes=np.zeros(()),
+        chained_in_bytes=0.0,
         out_bytes=s_out * out_elems,
-        peak=np.asarray(peak),
+        peak=peak,
         unit=unit,
         consumes_whole_input=True,
         exposed_s=exposed_s,
-        launches=np.where(best["split_k"] > 1, 2.0, 1.0),
-        extra={**best, "wave_efficiency": wave_eff, "aligned": aligned.astype(np.float64), "exposed_s": exposed_s},
+        launches=_num.where(split_k > 1, 2.0, 1.0),
+        extra={**best, "wave_efficiency": wave_eff, "aligned": _num.where(aligned, 1.0, 0.0), "exposed_s": exposed_s},
         assumptions={"tile_choice": "fixed" if tile is not None else "fastest candidate"},
     )
     main.extra["a_bytes"], main.extra["b_bytes"] = a_bytes, b_bytes
@@ -211,7 +249,7 @@ def matmul(
 
 def _elementwise_kernel(
     hw: Hardware,
-    elements: Array,
+    elements: Num,
     fpe: float | Array,
     tpe: float | Array,
     external: Array | float,

@@ -121,6 +121,35 @@ def test_a_matmul_over_an_array_of_shapes_gives_each_shape_its_own_answer(
 
 
 @PROPERTIES
+@given(
+    shape=st.tuples(st.integers(1, 40_000), st.integers(1, 40_000), st.integers(1, 40_000), st.integers(1, 8)),
+    epilogue=st.sampled_from([(), ("bias",), ("bias", "gelu", "residual")]),
+    fuse=st.booleans(),
+    tile=st.sampled_from([None, (128, 64)]),
+)
+def test_one_point_in_floats_is_bit_for_bit_the_same_point_as_an_array(
+    shape: tuple[int, int, int, int], epilogue: tuple[str, ...], fuse: bool, tile: tuple[int, int] | None
+) -> None:
+    """Plain numbers take the core's float path (`roofline._num`: a loop over the tile candidates, Python
+    arithmetic), an array the numpy grid: the estimate, every term and detail, is the same to the last bit."""
+    m, n, k, b = shape
+
+    def estimate(*sizes: Any) -> roofline.Estimate:
+        kernels = roofline.matmul(A100, *sizes, tile=tile, epilogue=epilogue, fuse_epilogue=fuse)
+        return roofline.single(kernels, A100, VECTOR_PEAK, A100.launch_s)
+
+    one, many = estimate(m, n, k, b), estimate(*(np.array([x], dtype=np.float64) for x in shape))
+    assert isinstance(one.time_s, float)  # the float path was taken
+    for name in ("time_s", "flops", "bytes", "compute_s", "memory_s", "overhead_s", "peak_flops_per_s"):
+        assert getattr(one, name) == getattr(many, name)[0], name
+    assert one.extra.keys() == many.extra.keys()
+    for name, value in one.extra.items():
+        assert value == many.extra[name][0], name
+    assert one.bound == many.bound[0]
+    assert one.arithmetic_intensity == many.arithmetic_intensity[0]
+
+
+@PROPERTIES
 @given(m=st.integers(1, 20_000), n=st.integers(1, 20_000), k=st.integers(1, 20_000))
 def test_the_searched_tile_is_never_slower_than_a_fixed_candidate(m: int, n: int, k: int) -> None:
     """The search picks the least math plus exposed time (with a split's second launch) among every tile candidate
