@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Annotated, Any
 
 import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy.orm import Session
 
@@ -80,7 +81,30 @@ def _patched(spec: HardwareSpec, name: str, ctx: EstimateContext) -> tuple[Hardw
     return spec, name
 
 
+# The core profiles of recent (profile, options) pairs: a catalogue profile's parse is cached per process
+# (`catalogue.cached_spec`), so most requests ask again for the same one; building it costs ~7 µs of the hot path's
+# budget (bench/throughput.py). Each entry holds its profile, so the id in the key cannot be reused while it is
+# there; profiles and `roofline.Hardware` are never changed in place.
+_CORE: dict[tuple[object, ...], tuple[HardwareSpec, roofline.Hardware]] = {}
+_CORE_ENTRIES = 256
+
+
 def to_core(spec: HardwareSpec, ctx: EstimateContext) -> roofline.Hardware:
+    """The core's view of a profile with the request's options (efficiencies, launch overhead) applied."""
+    o = ctx.options
+    # Every option `_to_core` reads:
+    key = (id(spec), o.launch_overhead_s, o.matmul_efficiency, o.vector_efficiency, o.memory_efficiency)
+    hit = _CORE.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    hw = _to_core(spec, ctx)
+    if len(_CORE) >= _CORE_ENTRIES:
+        _CORE.clear()
+    _CORE[key] = (spec, hw)
+    return hw
+
+
+def _to_core(spec: HardwareSpec, ctx: EstimateContext) -> roofline.Hardware:
     c, mem, o = spec.compute, spec.memory, ctx.options
     mu = c.matrix_unit
     return roofline.Hardware(
@@ -194,14 +218,21 @@ def evaluate(
         raise invalid(where, str(err)) from None
 
 
+def _capped(intensity: float | NDArray[np.float64]) -> float | NDArray[np.float64]:
+    """No bytes (a pure-math op): intensity ∞, which JSON cannot carry; 1e300 reads as "unbounded"."""
+    if isinstance(intensity, float):
+        return min(intensity, 1e300)
+    out: NDArray[np.float64] = np.minimum(intensity, 1e300)
+    return out
+
+
 def _numbers_of(est: roofline.Estimate) -> dict[str, Any]:
     """The numeric columns of a response item, `details.`-prefixed for the op's own figures."""
     return {
         "time_s": est.time_s,
         "flops": est.flops,
         "bytes": est.bytes,
-        # No bytes (a pure-math op): intensity ∞, which JSON cannot carry; 1e300 reads as "unbounded".
-        "arithmetic_intensity": np.minimum(est.arithmetic_intensity, 1e300),
+        "arithmetic_intensity": _capped(est.arithmetic_intensity),
         "critical_intensity": est.critical_intensity,
         "compute_time_s": est.compute_s,
         "memory_time_s": est.memory_s,
@@ -212,31 +243,36 @@ def _numbers_of(est: roofline.Estimate) -> dict[str, Any]:
 
 
 def item_dict(est: roofline.Estimate) -> dict[str, Any]:
-    """`item_dicts(est, where=None)[0]` for a single estimate (0-d arrays), with Python's float() and
-    math.isfinite() per number instead of numpy's matrix: ~10 µs where the column path costs ~50, which matters on
-    /v1/estimate/op, the service's hot path (bench/throughput.py). tests/service/test_hot_path.py holds the two
-    paths equal."""
+    """`item_dicts(est, where=None)[0]` for a single estimate, with Python's float() and math.isfinite() per number
+    instead of numpy's matrix: a few µs where the column path costs ~50, which matters on /v1/estimate/op, the
+    service's hot path (bench/throughput.py). tests/service/test_hot_path.py holds the two paths equal."""
     if np.ndim(est.time_s) != 0:
         return item_dicts(est, where=None)[0]
-    numbers = {name: float(value) for name, value in _numbers_of(est).items()}
-    for name, value in numbers.items():
-        if not math.isfinite(value):
-            raise encoding.non_finite_error(f"response.{name}")
-    extra = {name[len("details.") :]: value for name, value in numbers.items() if name.startswith("details.")}
-    is_matmul = "tiles" in extra
-    time_s, flops = numbers["time_s"], numbers["flops"]
-    return {
+    time_s, flops = float(est.time_s), float(est.flops)
+    top = {
         "time_s": time_s,
         "flops": flops,
-        "bytes": numbers["bytes"],
-        "arithmetic_intensity": numbers["arithmetic_intensity"],
-        "critical_intensity": numbers["critical_intensity"],
-        "compute_time_s": numbers["compute_time_s"],
-        "memory_time_s": numbers["memory_time_s"],
-        "overhead_s": numbers["overhead_s"],
+        "bytes": float(est.bytes),
+        "arithmetic_intensity": float(_capped(est.arithmetic_intensity)),
+        "critical_intensity": float(est.critical_intensity),
+        "compute_time_s": float(est.compute_s),
+        "memory_time_s": float(est.memory_s),
+        "overhead_s": float(est.overhead_s),
+    }
+    extra = {name: float(value) for name, value in est.extra.items()}
+    peak = float(est.peak_flops_per_s)
+    for name, value in (*top.items(), ("peak_flops_per_s", peak)):
+        if not math.isfinite(value):
+            raise encoding.non_finite_error(f"response.{name}")
+    for name, value in extra.items():
+        if not math.isfinite(value):
+            raise encoding.non_finite_error(f"response.details.{name}")
+    is_matmul = "tiles" in extra
+    return {
+        **top,
         "bound": BOUNDS[int(est.bound)],
         "unit": est.unit,
-        "peak_flops_per_s": numbers["peak_flops_per_s"],
+        "peak_flops_per_s": peak,
         "achieved_flops_per_s": flops / time_s if time_s > 0 else 0.0,
         "tiles": extra["tiles"] if is_matmul else None,
         "waves": extra["waves"] if is_matmul else None,
