@@ -31,6 +31,7 @@ SPLIT_K = (1, 2, 4, 8, 16, 32, 64)
 _SPLITS = np.asarray(SPLIT_K, dtype=np.float64)
 _SEARCH_CHUNK = 512  # points per step of the tile search: its (candidate, split, point) grid stays in a 2 MiB L2
 PARTIAL_BYTES = 4.0  # fp32 partial sums
+_BOUND_MARGIN = 1.0 - 1e-12  # a lower bound's rounding (a few ulps, ~1e-15 relative) stays below this
 
 # What a tile cannot overlap with its math: a thread block first waits for its first k-step of A and B to arrive
 # (its software pipeline starts empty) and stores its output tile only after its last k-step (Ampere GEMM kernels
@@ -160,16 +161,35 @@ def matmul(
         return out.reshape(grid_shape)
 
     def fastest_point() -> int:
-        """`fastest` for one point in floats: the same pairs in the same order, the first least total. A split is
-        considered only where the grid is under-filled (elsewhere `cost` makes it infinite, never the least)."""
+        """`fastest` for one point in floats: the first least total over the same (candidate, split) pairs. A split
+        is considered only where the grid is under-filled (elsewhere `cost` makes it infinite, never the least).
+
+        Pairs that cannot win are not costed (branch and bound): every pair computes at least its output tiles'
+        whole k loop, work = out_tiles·2·tm·tn·k / (peak·eff) (waves·slots ≥ tiles, split·⌈k/split⌉ ≥ k), and a
+        split adds its second launch and its partial sums, which grow with the split. A bound at or above the best
+        total so far rules the pair out, and for a split every deeper one; candidates are visited by increasing
+        work, so the best is found early. `_BOUND_MARGIN` keeps rounding from lifting a bound above the total it
+        bounds, so a pair ruled out is strictly slower, and ties go to the first pair in the grid's order."""
+        works = []
+        for tm, tn in pairs:
+            out_tiles = b * _num.FLOATS.ceil(m / tm) * _num.FLOATS.ceil(n / tn)
+            works.append((out_tiles * 2.0 * tm * tn * k / (peak * eff) * _BOUND_MARGIN, out_tiles))
         best_at, best_total = 0, math.inf
-        for c, (tm, tn) in enumerate(pairs):
-            under_filled = b * _num.FLOATS.ceil(m / tm) * _num.FLOATS.ceil(n / tn) < slots
-            for s, split in enumerate(SPLIT_K if under_filled else SPLIT_K[:1]):
+        for c in sorted(range(len(pairs)), key=lambda c: works[c][0]):
+            (tm, tn), (work, out_tiles) = pairs[c], works[c]
+            if work >= best_total:
+                break  # and every later candidate: its work is no less
+            for s, split in enumerate(SPLIT_K if out_tiles < slots else SPLIT_K[:1]):
+                if (
+                    s
+                    and work + (hw.launch_s + 2.0 * PARTIAL_BYTES * split * b * m * n / bw) * _BOUND_MARGIN
+                    >= best_total
+                ):
+                    break
                 _, _, seconds, exposed = cost(tm, tn, split)
-                total = float(seconds + exposed)
-                if total < best_total:
-                    best_at, best_total = c * len(SPLIT_K) + s, total
+                total, at = float(seconds + exposed), c * len(SPLIT_K) + s
+                if total < best_total or (total == best_total and at < best_at):
+                    best_at, best_total = at, total
         return best_at
 
     shape = () if point else np.broadcast_shapes(np.shape(m), np.shape(n), np.shape(k), np.shape(b))
