@@ -15,11 +15,15 @@ float into a float and NaN into None on the way, so services convert before buil
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from schemas.common import ErrorDetail
 
@@ -83,3 +87,32 @@ class ORJSONResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return dumps(content)
+
+
+class OrjsonRequest(Request):
+    """A request whose JSON body orjson parses (several times faster than the json module on large uploads, and a
+    few µs less on every estimate). A body orjson refuses is parsed again by the json module, which accepts a little
+    more (NaN and Infinity literals, integers beyond 64 bits) and otherwise raises the usual JSONDecodeError: what a
+    body means, and the error a malformed one gets, are exactly as before."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            try:
+                self._json = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                self._json = json.loads(body)
+        return self._json
+
+
+class OrjsonRoute(APIRoute):
+    """Routes whose handlers get an `OrjsonRequest` (FastAPI, "Custom Request and APIRoute class"); every router
+    of the service uses it."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(OrjsonRequest(request.scope, request.receive, request._send))
+
+        return route

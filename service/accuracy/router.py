@@ -13,9 +13,12 @@ from service.accuracy import service
 from service.auth import AUTH_RESPONSES, ReaderDep
 from service.benchmarks.repository import RunFilters
 from service.deps import SessionDep
+from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 
-router = APIRouter(prefix="/v1/accuracy", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
+router = APIRouter(
+    prefix="/v1/accuracy", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES}, route_class=OrjsonRoute
+)
 
 
 @router.get("")

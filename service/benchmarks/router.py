@@ -20,11 +20,17 @@ from service.auth import AUTH_RESPONSES, ReaderDep, UploaderDep, WriteSessionDep
 from service.benchmarks import service
 from service.benchmarks.repository import RunFilters
 from service.deps import PagingDep, SessionDep
+from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import BENCHMARK_RUN_EXAMPLES
 from service.ratelimit import RateLimits
 
-router = APIRouter(prefix="/v1/benchmarks", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
+router = APIRouter(
+    prefix="/v1/benchmarks",
+    tags=["benchmarks"],
+    responses={**ERROR_RESPONSES, **AUTH_RESPONSES},
+    route_class=OrjsonRoute,
+)
 
 IdempotencyKey = Annotated[
     str | None,

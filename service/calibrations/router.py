@@ -11,10 +11,16 @@ from schemas.common import Page
 from service.auth import AUTH_RESPONSES, AdminDep, ReaderDep, WriteSessionDep
 from service.calibrations import service
 from service.deps import PagingDep, SessionDep
+from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import CALIBRATION_EXAMPLES
 
-router = APIRouter(prefix="/v1/calibrations", tags=["calibrations"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
+router = APIRouter(
+    prefix="/v1/calibrations",
+    tags=["calibrations"],
+    responses={**ERROR_RESPONSES, **AUTH_RESPONSES},
+    route_class=OrjsonRoute,
+)
 
 
 @router.post("", status_code=201)

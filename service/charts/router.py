@@ -18,10 +18,13 @@ from service.catalogue import service as catalogue
 from service.catalogue.service import HARDWARE
 from service.charts.roofline import MAX_POINTS, Points, Roofs, render
 from service.deps import SessionDep
+from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.estimates.service import to_core
 
-router = APIRouter(prefix="/v1/roofline", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES})
+router = APIRouter(
+    prefix="/v1/roofline", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES}, route_class=OrjsonRoute
+)
 
 HardwarePath = Annotated[str, Path(max_length=64, description="Hardware slug, e.g. a100-sxm-80gb.")]
 DtypeQuery = Annotated[Dtype, Query(description="The dtype whose peaks are drawn and whose results are plotted.")]

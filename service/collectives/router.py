@@ -10,11 +10,11 @@ from sqlalchemy.orm import Session
 from schemas.collectives import CollectiveRead, CollectiveRequest
 from service.collectives import service
 from service.deps import in_unit_of_work
-from service.encoding import ORJSONResponse
+from service.encoding import ORJSONResponse, OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import COLLECTIVE_EXAMPLES
 
-router = APIRouter(prefix="/v1/estimate", tags=["collectives"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/estimate", tags=["collectives"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 
 
 # The op endpoint's hot path (service.estimates.router says why): on the event loop when one digest read there

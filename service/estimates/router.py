@@ -10,12 +10,12 @@ from sqlalchemy.orm import Session
 from schemas.estimates import EstimateOpRequest, EstimateOpsRead, EstimateOpsRequest, EstimateRead
 from schemas.hardware import HardwareSpec
 from service.deps import SessionDep, in_unit_of_work
-from service.encoding import ORJSONResponse
+from service.encoding import ORJSONResponse, OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.estimates import service
 from service.examples import ESTIMATE_OP_EXAMPLES, ESTIMATE_OPS_EXAMPLES
 
-router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 
 
 # The hot path of the service, written for it (bench/throughput.py):

@@ -246,7 +246,7 @@ def item_dict(est: roofline.Estimate) -> dict[str, Any]:
     """`item_dicts(est, where=None)[0]` for a single estimate, with Python's float() and math.isfinite() per number
     instead of numpy's matrix: a few µs where the column path costs ~50, which matters on /v1/estimate/op, the
     service's hot path (bench/throughput.py). tests/service/test_hot_path.py holds the two paths equal."""
-    if np.ndim(est.time_s) != 0:
+    if not isinstance(est.time_s, float):
         return item_dicts(est, where=None)[0]
     time_s, flops = float(est.time_s), float(est.flops)
     top = {

@@ -13,10 +13,11 @@ from service.benchmarks import devices
 from service.catalogue import service
 from service.catalogue.service import HARDWARE
 from service.deps import PagingDep, SessionDep
+from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import HARDWARE_CREATE_EXAMPLE, HARDWARE_PATCH_EXAMPLE
 
-router = APIRouter(prefix="/v1/hardware", tags=["hardware"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/hardware", tags=["hardware"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 
 SlugPath = Annotated[str, Path(max_length=64, description="Hardware slug, e.g. h100-sxm.")]
 

@@ -9,12 +9,12 @@ from sqlalchemy.orm import Session
 
 from schemas.inference import InferenceBatchRead, InferenceBatchRequest, InferenceRead, InferenceRequest
 from service.deps import SessionDep, in_unit_of_work
-from service.encoding import ORJSONResponse
+from service.encoding import ORJSONResponse, OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import INFERENCE_BATCH_EXAMPLES, INFERENCE_EXAMPLES
 from service.inference import service
 
-router = APIRouter(prefix="/v1/estimate", tags=["inference"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/estimate", tags=["inference"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 
 
 # The op endpoint's hot path (service.estimates.router says why): on the event loop when one digest read each

@@ -11,10 +11,11 @@ from schemas.models import ModelCreate, ModelRead
 from service.catalogue import service
 from service.catalogue.service import MODELS
 from service.deps import PagingDep, SessionDep
+from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import MODEL_CREATE_EXAMPLE, MODEL_PATCH_EXAMPLE
 
-router = APIRouter(prefix="/v1/models", tags=["models"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/models", tags=["models"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 
 SlugPath = Annotated[str, Path(max_length=64, description="Model slug, e.g. llama-3-8b.")]
 

@@ -8,11 +8,12 @@ from fastapi import APIRouter, Body
 
 from schemas.plan import PlanRead, PlanRequest
 from service.deps import SessionDep
+from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import PLAN_EXAMPLES
 from service.plan import service
 
-router = APIRouter(prefix="/v1", tags=["inference"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1", tags=["inference"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 
 
 @router.post("/plan")

@@ -27,7 +27,7 @@ from service.deps import SessionDep
 from service.errors import ServiceUnavailable
 from service.orm import HardwareProfile, ModelConfig
 
-router = APIRouter(tags=["system"])
+router = APIRouter(tags=["system"])  # no request bodies: no OrjsonRoute
 
 # Module-level collectors, as prometheus_client expects; with several worker processes the serve command sets
 # PROMETHEUS_MULTIPROC_DIR and /metrics aggregates every process's files.

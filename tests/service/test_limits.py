@@ -414,3 +414,19 @@ def test_unknown_enum_values_list_the_allowed_ones(client: TestClient) -> None:
     response = client.post("/v1/estimate/inference", json={**INFERENCE, "dtypes": {"weights": "fp64"}})
     detail = assert_error(response, 422, "validation_error", "body.dtypes.weights")
     assert detail["message"] == "Input should be 'fp32', 'bf16', 'fp16', 'fp8', 'int8', 'int4' or 'fp4'"
+
+
+def test_a_malformed_json_body_names_where_it_breaks(client: TestClient) -> None:
+    """orjson parses bodies (service.encoding.OrjsonRequest); one it refuses is parsed again by the json module, so a
+    malformed body gets the json module's error: where the text stops making sense, here its end."""
+    text = '{"hardware": "a100-sxm-80gb", "op": {'
+    response = client.post("/v1/estimate/op", content=text, headers={"content-type": "application/json"})
+    detail = assert_error(response, 422, "validation_error", f"body.{len(text)}")
+    assert (detail["type"], detail["message"]) == ("json_invalid", "JSON decode error")
+
+
+def test_an_integer_beyond_64_bits_names_its_field(client: TestClient) -> None:
+    """orjson refuses such a literal; the json module's fallback reads it and the schema names the field."""
+    response = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": {**MATMUL, "m": 10**30}})
+    detail = assert_error(response, 422, "validation_error", "body.op.m")
+    assert detail["message"] == "Unable to parse input string as an integer, exceeded maximum size"
