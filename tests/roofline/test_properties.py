@@ -346,8 +346,34 @@ def test_masked_mha_reads_the_shared_kv_once_from_memory_and_again_from_l2() -> 
     assert float(unknown.external_in_bytes) == 64 * unique and float(unknown.cache_in_bytes) == 0.0
 
 
-def test_masked_mha_whose_groups_outgrow_l2_reads_device_memory_for_every_head() -> None:
-    # 16 384 keys: each sequence's K/V is 8 388 608 B; the 8 resident groups hold 67 MB, over 40 MiB.
+def test_masked_mha_groups_resident_together_share_their_kv_through_l2_however_long_the_cache() -> None:
+    # 16 384 keys: each sequence's K/V is 8 388 608 B and 8 sequences' 67 MB outgrow 40 MiB, but the 64 blocks of a
+    # group (≤ 864 resident) are dispatched together (head is blockIdx.x) and walk the keys in step: L2 holds the
+    # window they share, so the other 63 heads' reads still hit it.
+    unique = 2 * 2 * 8 * 16384 * 128
     (kernel,) = roofline.attention(A100, 8, 64, 1, 128, 1, 16384)
-    assert float(kernel.external_in_bytes) == 64 * 2 * 2 * 8 * 16384 * 128
+    assert float(kernel.external_in_bytes) == unique
+    assert float(kernel.cache_in_bytes) == 63 * unique
+
+
+def test_masked_mha_groups_larger_than_the_resident_blocks_outgrow_l2_and_read_device_memory() -> None:
+    # 256 resident threads per SM: 108 × 256 / 256 = 108 resident blocks < a group of 128 query heads, which then runs
+    # over several waves, so the whole of its K/V must stay in L2: 2 × 2 B × 16 384 × 128 = 8 388 608 B per sequence
+    # for min(8, ⌈108 / 128⌉) = 1 resident group, over an L2 of 4 MiB: every head reads device memory.
+    hw = replace(A100, threads_per_unit=256, cache_bytes=4 * 2**20)
+    (kernel,) = roofline.attention(hw, 8, 128, 1, 128, 1, 16384)
+    assert float(kernel.external_in_bytes) == 128 * 2 * 2 * 8 * 16384 * 128
     assert float(kernel.cache_in_bytes) == 0.0
+
+
+def test_masked_mha_blocks_wait_for_their_first_kv_step_from_l2_but_one_per_group() -> None:
+    # 8 sequences, 64 query heads on 1 K/V head, 128 keys: 512 blocks over 108 slots, 5 waves of 108. Each block
+    # waits for its query tile (16 rows × 128 × 2 B), its first K/V step (2 × 128 keys × 128 × 2 B = 65 536 B) and its
+    # output tile (16 × 128 × 2 B) before the math: the tiles at device memory's 2039e9 × 0.9 B/s, the K/V step there
+    # for 1 of a group's 64 blocks and at L2's 7.2192e12 × 0.9 B/s for the other 63: 2.1 µs a wave, over the
+    # page-table wait (2 × 650 ns).
+    (kernel,) = roofline.attention(A100, 8, 64, 1, 128, 1, 128)
+    hbm, l2 = 1 / (2039e9 * 0.9), 1 / (7.2192e12 * 0.9)
+    tiles = 2 * 16 * 128 * 2 * hbm
+    first_kv = 2 * 128 * 128 * 2 * (hbm / 64 + l2 * 63 / 64)
+    assert float(kernel.exposed_s) == pytest.approx(5 * 108 * (tiles + first_kv), rel=1e-12)
