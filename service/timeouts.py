@@ -99,6 +99,7 @@ class _Exchange:
         self._send = send
         self.started = False
         self.abandoned = False
+        self.reply: asyncio.Task[None] | None = None  # the 503, sent from a task of its own
 
     async def send(self, message: Message) -> None:
         if self.abandoned:
@@ -149,6 +150,14 @@ class TimeoutMiddleware:
             if exchange.abandoned:
                 self._orphans.discard(exchange)
                 log.info("timed-out %s %s finished; its answer was dropped", scope.get("method"), scope.get("path"))
+                # The 503 must be out before this callable returns: the request's task can end (its thread met
+                # `begin_commit` and gave up) before the reply task has run, and a server answers 500 to a callable
+                # that returns without a response.
+                if exchange.reply is not None:
+                    try:
+                        await asyncio.shield(exchange.reply)
+                    except Exception as err:  # the client is gone: nothing to answer
+                        log.info("the timeout answer was not sent: %s", err)
 
     def _expire(self, scope: Scope, deadline: Deadline, exchange: _Exchange, send: Send) -> None:
         if exchange.started or not deadline.expire():
@@ -157,6 +166,7 @@ class TimeoutMiddleware:
         self._orphans.add(exchange)
         log.warning("%s %s timed out after %g s", scope.get("method"), scope.get("path"), deadline.seconds)
         reply = asyncio.get_running_loop().create_task(_send_timeout(send, deadline.seconds))
+        exchange.reply = reply
         self._replies.add(reply)
         reply.add_done_callback(self._replies.discard)
 

@@ -103,6 +103,34 @@ def test_a_request_past_its_limit_gets_the_timeout_envelope_at_the_deadline() ->
     }
 
 
+def test_the_timeout_answer_is_out_before_the_request_returns() -> None:
+    """An endpoint that meets its deadline gives up at once (its thread's commit is refused), so the request may end
+    before the 503's task has run; a server answers 500 to an ASGI call that returns without a response (uvicorn:
+    "ASGI callable returned without starting response"), so the middleware waits for its 503 first."""
+
+    async def gives_up(scope: Scope, receive: Receive, send: Send) -> None:
+        deadline = current_deadline(scope)
+        assert deadline is not None
+        while not deadline.expired:
+            await asyncio.sleep(0.001)
+
+    async def main() -> list[str]:
+        sent: list[str] = []
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Message) -> None:
+            await asyncio.sleep(0.01)  # a client on the network: the write takes a while
+            sent.append(message["type"])
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/benchmarks", "headers": []}
+        await TimeoutMiddleware(gives_up, timeout_for=lambda _: 0.05)(scope, receive, send)
+        return sent  # what the client had when the call returned
+
+    assert asyncio.run(main()) == ["http.response.start", "http.response.body"]
+
+
 def test_a_request_that_began_to_commit_gets_its_own_answer() -> None:
     async def committing(scope: Scope, receive: Receive, send: Send) -> None:
         deadline = current_deadline(scope)
