@@ -441,22 +441,21 @@ def cross_entropy(
     return [_elementwise_kernel(hw, t * v, 4.0, 1.0, 4.0 * t, s * t * v, 4.0 * t, s, access)]
 
 
-def causal_pairs(q_len: Array, kv_len: Array) -> Array:
+def causal_pairs(q_len: Num, kv_len: Num) -> Num:
     """Query-key pairs a causal mask keeps when the q_len queries are the last of kv_len positions:
     q·(kv − q) + q·(q + 1)/2."""
-    q, kv = arr(q_len), arr(kv_len)
-    out: Array = q * (kv - q) + q * (q + 1.0) / 2.0
-    return out
+    q, kv = _num.num(q_len), _num.num(kv_len)
+    return q * (kv - q) + q * (q + 1.0) / 2.0
 
 
 def attention(
     hw: Hardware,
-    batch: Array,
-    heads: Array,
-    kv_heads: Array,
-    head_dim: Array,
-    q_len: Array,
-    kv_len: Array,
+    batch: Num,
+    heads: Num,
+    kv_heads: Num,
+    head_dim: Num,
+    q_len: Num,
+    kv_len: Num,
     causal: bool = True,
     implementation: str = "flash",
     dtype: str = "bf16",
@@ -474,25 +473,25 @@ def attention(
     Math time: naive, the FLOPs at the matrix peak; flash, the tile schedule of `_flash_tiles` (Br × Br blocks
     over the device's slots, softmax work not overlapped with the products, split keys for small grids).
     """
-    b, h, kvh, d = arr(batch), arr(heads), arr(kv_heads), arr(head_dim)
-    q, kv, s = arr(q_len), arr(kv_len), dtype_bytes(dtype)
+    b, h, kvh, d = _num.num(batch), _num.num(heads), _num.num(kv_heads), _num.num(head_dim)
+    q, kv, s = _num.num(q_len), _num.num(kv_len), dtype_bytes(dtype)
     peak, unit = hw.matrix_peak(dtype)
     full_pairs = q * kv
     q_bytes = s * b * h * q * d
     k_bytes = v_bytes = s * b * kvh * kv * d
 
-    def product(pairs: Array, external: Array, chained: Array, out: Array, softmax: bool) -> Kernel:
+    def product(pairs: Num, external: Num, chained: Num, out: Num, softmax: bool) -> Kernel:
         flops = 2.0 * b * h * pairs * d
-        vector = 5.0 * b * h * pairs if softmax else np.zeros(())
+        vector = 5.0 * b * h * pairs if softmax else 0.0
         return Kernel(
             flops=flops + vector,
             matrix_s=flops / (peak * hw.eff_matmul),
             vector_flops=vector,
-            sfu_ops=b * h * pairs if softmax else np.zeros(()),
+            sfu_ops=b * h * pairs if softmax else 0.0,
             external_in_bytes=external,
             chained_in_bytes=chained,
             out_bytes=out,
-            peak=np.asarray(peak),
+            peak=peak,
             unit=unit,
             assumptions={"attention": implementation, "causal": causal},
         )
@@ -500,17 +499,17 @@ def attention(
     if implementation == "naive":
         scores = s * b * h * full_pairs
         fits = s * full_pairs <= hw.on_chip_bytes
-        spilled = np.where(fits, 0.0, scores)
+        spilled = _num.where(fits, 0.0, scores)
         # Kernel 1: S = softmax(Q·Kᵀ) written out; kernel 2: O = S·V reads it back.
         first = product(full_pairs, k_bytes, q_bytes, spilled, softmax=True)
         second = product(full_pairs, v_bytes, spilled, s * b * h * q * d, softmax=False)
-        first.extra = {"score_bytes": scores, "scores_fit_on_chip": fits.astype(np.float64)}
+        first.extra = {"score_bytes": scores, "scores_fit_on_chip": _num.where(fits, 1.0, 0.0)}
         return [first, second]
     pairs = causal_pairs(q, kv) if causal else full_pairs
     m_elems = hw.local_bytes_per_unit / s if hw.local_bytes_per_unit else 1.0e5
-    br = np.minimum(np.ceil(m_elems / (4.0 * d)), d)
-    kv_fits = (k_bytes + v_bytes) / (b * kvh) * np.minimum(hw.units, b * kvh) <= hw.cache_bytes
-    rereads = np.where(kv_fits, 1.0, np.maximum(1.0, np.ceil(q / br) * pairs / full_pairs))
+    br = _num.minimum(_num.ceil(m_elems / (4.0 * d)), d)
+    kv_fits = (k_bytes + v_bytes) / (b * kvh) * _num.minimum(float(hw.units), b * kvh) <= hw.cache_bytes
+    rereads = _num.where(kv_fits, 1.0, _num.maximum(1.0, _num.ceil(q / br) * pairs / full_pairs))
     # Decode that runs masked MHA (groups over `DECODE_MAX_PACKED_GROUP`): one thread block per query head, each
     # reading its group's K and V. The first read comes from device memory; the other group − 1 come from L2 (when
     # the device's L2 bandwidth is known) while the group's blocks stream it together (below), from device memory
@@ -519,7 +518,7 @@ def attention(
     # L2 peak, where they read shared K/V at ~3.8 TB/s.
     group = h / kvh
     per_head = (q == 1.0) & (group > DECODE_MAX_PACKED_GROUP)
-    shared = np.where(per_head, (group - 1.0) * (k_bytes + v_bytes), 0.0)
+    shared = _num.where(per_head, (group - 1.0) * (k_bytes + v_bytes), 0.0)
     if hw.cache_bandwidth_bytes_per_s is not None and hw.threads_per_unit is not None:
         # The masked-MHA grid is (heads, batch, KV chunks) with the head fastest (TensorRT-LLM's
         # decoderMaskedMultiheadAttentionTemplate.h: hi = blockIdx.x, hi_kv = hi / (heads / kv_heads)), so the blocks
@@ -527,30 +526,30 @@ def attention(
         # resident at once, the lines one of them brings in are read by the others within a few K/V steps, and the
         # L2 holds that window, not the whole cache. Otherwise the group's K/V must fit in L2 across its waves.
         resident_blocks = hw.units * hw.threads_per_unit / MMHA_BLOCK_THREADS
-        resident_groups = np.minimum(b * kvh, np.ceil(resident_blocks / group))
+        resident_groups = _num.minimum(b * kvh, _num.ceil(resident_blocks / group))
         whole_fits = resident_groups * (k_bytes + v_bytes) / (b * kvh) <= hw.cache_bytes
-        in_cache = (group <= resident_blocks) | whole_fits
+        in_cache: _num.Bool = (group <= resident_blocks) | whole_fits
     else:
-        in_cache = np.zeros((), dtype=bool)
+        in_cache = False
     kernel = product(
-        pairs, (k_bytes + v_bytes) * rereads + np.where(in_cache, 0.0, shared), q_bytes, s * b * h * q * d, True
+        pairs, (k_bytes + v_bytes) * rereads + _num.where(in_cache, 0.0, shared), q_bytes, s * b * h * q * d, True
     )
-    kernel.cache_in_bytes = np.where(in_cache, shared, 0.0)
+    kernel.cache_in_bytes = _num.where(in_cache, shared, 0.0)
     kernel.flops = kernel.flops + 2.0 * b * h * pairs * d  # the second product, in the same kernel
     # A block's first K/V step waits for its load: from device memory for one block of a group, from L2 for the
     # others when their shared K/V is served there (seconds per byte, averaged over the group's blocks).
     hbm_s_per_byte = 1.0 / (hw.memory_bytes_per_s * hw.eff_memory)
     l2_s_per_byte = 1.0 / (hw.cache_bandwidth_bytes_per_s * hw.eff_memory) if hw.cache_bandwidth_bytes_per_s else 0.0
-    shared_share = np.where(per_head & in_cache, (group - 1.0) / group, 0.0)
+    shared_share = _num.where(per_head & in_cache, (group - 1.0) / group, 0.0)
     first_kv_s_per_byte = (1.0 - shared_share) * hbm_s_per_byte + shared_share * l2_s_per_byte
     tiles = _flash_tiles(
-        hw, (b, h, np.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype, first_kv_s_per_byte
+        hw, (b, h, _num.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype, first_kv_s_per_byte
     )
     kernel.matrix_s = tiles.pop("seconds")
     split = tiles["kv_splits"] > 1
-    kernel.exposed_s = tiles.pop("exposed_s") - np.where(split, hw.launch_s, 0.0)
-    kernel.launches = np.where(split, 2.0, 1.0)  # split keys: the partial outputs are combined by a second kernel
-    kernel.extra = {"query_block_rows": br * np.ones_like(q), "kv_reads": rereads, **tiles}
+    kernel.exposed_s = tiles.pop("exposed_s") - _num.where(split, hw.launch_s, 0.0)
+    kernel.launches = _num.where(split, 2.0, 1.0)  # split keys: the partial outputs are combined by a second kernel
+    kernel.extra = {"query_block_rows": br + _num.zeros_like(q), "kv_reads": rereads, **tiles}
     return [kernel]
 
 
@@ -578,14 +577,14 @@ PAGED_KV_ROUND_TRIPS = 2.0
 
 def _flash_tiles(
     hw: Hardware,
-    shape: tuple[Array, Array, Array, Array, Array, Array],
-    block: Array,
+    shape: tuple[Num, Num, Num, Num, Num, Num],
+    block: Num,
     causal: bool,
     peak: float,
     s: float,
     dtype: str,
-    first_kv_s_per_byte: Array | None = None,
-) -> dict[str, Array]:
+    first_kv_s_per_byte: Num | None = None,
+) -> dict[str, Num]:
     """The tile schedule of a flash-attention kernel (shape = batch, heads, kv_heads, head_dim, q_len, kv_len):
     its time on the compute units and their exposed waits, in seconds.
 
@@ -608,15 +607,15 @@ def _flash_tiles(
     group = h / kvh
     rows = q * group
     packed = rows <= block  # all query rows of a K/V head fit one tile
-    heads_per_grid = np.where(packed, b * kvh, b * h)
-    tile_rows = np.minimum(block, np.ceil(np.where(packed, rows, q) / MMA_ROWS) * MMA_ROWS)
-    positions = np.where(packed, q, tile_rows)  # query positions one tile covers
-    n_q = np.ceil(q / positions)
-    n_kv = np.ceil(kv / block)
+    heads_per_grid = _num.where(packed, b * kvh, b * h)
+    tile_rows = _num.minimum(block, _num.ceil(_num.where(packed, rows, q) / MMA_ROWS) * MMA_ROWS)
+    positions = _num.where(packed, q, tile_rows)  # query positions one tile covers
+    n_q = _num.ceil(q / positions)
+    n_kv = _num.ceil(kv / block)
     if causal:
         first = kv - q  # keys every query sees
         blocks = n_q * first / block + positions * n_q * (n_q + 1.0) / (2.0 * block) + n_q / 2.0
-        blocks = np.clip(blocks, n_q, n_q * n_kv)
+        blocks = _num.minimum(_num.maximum(blocks, n_q), n_q * n_kv)  # np.clip's order: the lower bound, then the upper
     else:
         blocks = n_q * n_kv
     vector_peak = hw.vector_peak(dtype)
@@ -628,24 +627,27 @@ def _flash_tiles(
     )  # fmt: skip
     page_wait = PAGED_KV_ROUND_TRIPS * (hw.memory_latency_s or 0.0)
     decode = packed & (q == 1.0)  # one new token per sequence against its cache
-    best = np.full(np.broadcast_shapes(np.shape(per_block), np.shape(blocks), np.shape(heads_per_grid)), np.inf)
-    out = {name: np.zeros_like(best) for name in ("seconds", "exposed_s", "kv_splits", "ctas")}
+    point = _num.is_point(per_block, blocks, heads_per_grid)
+    best: Num = (
+        math.inf if point else np.full(np.broadcast_shapes(*map(np.shape, (per_block, blocks, heads_per_grid))), np.inf)
+    )
+    out: dict[str, Num] = {name: _num.zeros_like(best) for name in ("seconds", "exposed_s", "kv_splits", "ctas")}
     for split in SPLIT_K:
         ctas = heads_per_grid * n_q * split
-        per_cta = np.ceil(n_kv / split)
-        seconds = np.maximum(heads_per_grid * blocks / slots, per_cta) * per_block
-        waves = np.ceil(ctas / slots)
+        per_cta = _num.ceil(n_kv / split)
+        seconds = _num.maximum(heads_per_grid * blocks / slots, per_cta) * per_block
+        waves = _num.ceil(ctas / slots)
         out_bytes = tile_rows * d * (PARTIAL_BYTES if split > 1 else s)
-        first_kv = 2.0 * np.minimum(block, kv) * d * s
+        first_kv = 2.0 * _num.minimum(block, kv) * d * s
         kv_s_per_byte = 1.0 / bw if first_kv_s_per_byte is None else first_kv_s_per_byte
-        exposed = waves * ((tile_rows * d * s + out_bytes) / bw + first_kv * kv_s_per_byte) * np.minimum(ctas, slots)
-        exposed = np.where(decode, np.maximum(exposed, waves * page_wait), exposed)
+        exposed = waves * ((tile_rows * d * s + out_bytes) / bw + first_kv * kv_s_per_byte) * _num.minimum(ctas, slots)
+        exposed = _num.where(decode, _num.maximum(exposed, waves * page_wait), exposed)
         if split > 1:
             seconds = seconds + 2.0 * PARTIAL_BYTES * split * b * h * q * d / bw
-            exposed = np.where(heads_per_grid * n_q < slots, exposed + hw.launch_s, np.inf)
+            exposed = _num.where(heads_per_grid * n_q < slots, exposed + hw.launch_s, math.inf)
         total = seconds + exposed
         better = total < best
-        best = np.where(better, total, best)
-        for name, value in (("seconds", seconds), ("exposed_s", exposed), ("kv_splits", split), ("ctas", ctas)):
-            out[name] = np.where(better, value, out[name])
+        best = _num.where(better, total, best)
+        for name, value in (("seconds", seconds), ("exposed_s", exposed), ("kv_splits", float(split)), ("ctas", ctas)):
+            out[name] = _num.where(better, value, out[name])
     return out

@@ -153,6 +153,39 @@ def test_one_point_in_floats_is_bit_for_bit_the_same_point_as_an_array(
 
 
 @PROPERTIES
+@given(
+    batch=st.integers(1, 256),
+    kv_heads=st.sampled_from([1, 2, 4, 8, 32]),
+    group=st.sampled_from([1, 2, 8, 32, 48, 64, 128]),
+    head_dim=st.sampled_from([64, 128, 256]),
+    q_len=st.sampled_from([1, 1, 7, 512, 4096]),
+    extra_keys=st.integers(0, 32_768),
+    causal=st.booleans(),
+    implementation=st.sampled_from(["flash", "naive"]),
+)
+def test_one_attention_in_floats_is_the_same_as_in_an_array(
+    batch: int, kv_heads: int, group: int, head_dim: int, q_len: int, extra_keys: int, causal: bool,
+    implementation: str,
+) -> None:  # fmt: skip
+    """Attention's float path (decode, prefill, masked MHA, split keys, naive) against its array path: every term
+    and detail to the last bit, the time to the ulp of `kernel_time`'s pow."""
+    sizes = (batch, kv_heads * group, kv_heads, head_dim, q_len, q_len + extra_keys)
+
+    def estimate(*numbers: Any) -> roofline.Estimate:
+        kernels = roofline.attention(A100, *numbers, causal=causal, implementation=implementation)
+        return roofline.single(kernels, A100, VECTOR_PEAK, A100.launch_s)
+
+    one, many = estimate(*sizes), estimate(*(np.array([x], dtype=np.float64) for x in sizes))
+    assert isinstance(one.time_s, float)
+    for name in ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "peak_flops_per_s"):
+        assert getattr(one, name) == getattr(many, name)[0], name
+    assert one.time_s == pytest.approx(float(many.time_s[0]), rel=1e-15, abs=0)
+    assert one.extra.keys() == many.extra.keys()
+    for name, value in one.extra.items():
+        assert value == np.ravel(many.extra[name])[0], name
+
+
+@PROPERTIES
 @given(m=st.integers(1, 20_000), n=st.integers(1, 20_000), k=st.integers(1, 20_000))
 def test_the_searched_tile_is_never_slower_than_a_fixed_candidate(m: int, n: int, k: int) -> None:
     """The search picks the least math plus exposed time (with a split's second launch) among every tile candidate
