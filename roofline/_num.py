@@ -30,7 +30,7 @@ def is_point(*values: object) -> bool:
 
 def num(x: Num | int | np.floating | NDArray[np.generic]) -> Num:
     """A plain number as a float, anything else as a float64 array (the core's two kinds of number)."""
-    if isinstance(x, float | int) and not isinstance(x, bool):
+    if is_point(x):
         return float(x)
     out: Array = np.asarray(x, dtype=np.float64)
     return out

@@ -120,6 +120,13 @@ def matmul(
     bw = hw.memory_bytes_per_s * hw.eff_memory
     point = _num.is_point(m, n, k, b)
 
+    def output_tiles(tm: Num, tn: Num, m: Num, n: Num, b: Num, xp: _num.Ops) -> Num:
+        return b * xp.ceil(m / tm) * xp.ceil(n / tn)
+
+    def partial_sums_s(split: Num, m: Num, n: Num, b: Num) -> Num:
+        """The second kernel of a split: it reads and writes the split's fp32 partial outputs."""
+        return 2.0 * PARTIAL_BYTES * split * b * m * n / bw
+
     def cost(
         tm: Num,
         tn: Num,
@@ -132,7 +139,7 @@ def matmul(
         xp: _num.Ops = _num.FLOATS if point else _num.ARRAYS,
     ) -> tuple[Num, Num, Num, Num]:
         """Work units, waves, math time and exposed time of tm × tn output tiles over k split `split` ways."""
-        out_tiles = b * xp.ceil(m / tm) * xp.ceil(n / tn)
+        out_tiles = output_tiles(tm, tn, m, n, b, xp)
         depth = xp.ceil(k / split)
         tiles = out_tiles * split
         waves = xp.ceil(tiles / slots)
@@ -144,7 +151,7 @@ def matmul(
         exposed = waves * tile_bytes * xp.minimum(tiles, slots) / bw
         # Split: the partial tiles are summed by a second kernel (`launches`), which reads and writes them; only an
         # under-filled grid is split.
-        seconds = xp.where(is_split, seconds + 2.0 * PARTIAL_BYTES * split * b * m * n / bw, seconds)
+        seconds = xp.where(is_split, seconds + partial_sums_s(split, m, n, b), seconds)
         exposed = xp.where(is_split, xp.where(out_tiles < slots, exposed + hw.launch_s, math.inf), exposed)
         return tiles, waves, seconds, exposed
 
@@ -172,7 +179,7 @@ def matmul(
         bounds, so a pair ruled out is strictly slower, and ties go to the first pair in the grid's order."""
         works = []
         for tm, tn in pairs:
-            out_tiles = b * _num.FLOATS.ceil(m / tm) * _num.FLOATS.ceil(n / tn)
+            out_tiles = output_tiles(tm, tn, m, n, b, _num.FLOATS)
             works.append((out_tiles * 2.0 * tm * tn * k / (peak * eff) * _BOUND_MARGIN, out_tiles))
         best_at, best_total = 0, math.inf
         for c in sorted(range(len(pairs)), key=lambda c: works[c][0]):
@@ -180,11 +187,7 @@ def matmul(
             if work >= best_total:
                 break  # and every later candidate: its work is no less
             for s, split in enumerate(SPLIT_K if out_tiles < slots else SPLIT_K[:1]):
-                if (
-                    s
-                    and work + (hw.launch_s + 2.0 * PARTIAL_BYTES * split * b * m * n / bw) * _BOUND_MARGIN
-                    >= best_total
-                ):
+                if s and work + (hw.launch_s + partial_sums_s(split, m, n, b)) * _BOUND_MARGIN >= best_total:
                     break
                 _, _, seconds, exposed = cost(tm, tn, split)
                 total, at = float(seconds + exposed), c * len(SPLIT_K) + s

@@ -226,9 +226,9 @@ def _capped(intensity: float | NDArray[np.float64]) -> float | NDArray[np.float6
     return out
 
 
-def _numbers_of(est: roofline.Estimate) -> dict[str, Any]:
-    """The numeric columns of a response item, `details.`-prefixed for the op's own figures."""
-    return {
+def _numbers_of(est: roofline.Estimate, details: bool = True) -> dict[str, Any]:
+    """The numeric columns of a response item, then (`details`) the op's own figures, `details.`-prefixed."""
+    columns = {
         "time_s": est.time_s,
         "flops": est.flops,
         "bytes": est.bytes,
@@ -238,8 +238,10 @@ def _numbers_of(est: roofline.Estimate) -> dict[str, Any]:
         "memory_time_s": est.memory_s,
         "overhead_s": est.overhead_s,
         "peak_flops_per_s": est.peak_flops_per_s,
-        **{f"details.{name}": values for name, values in est.extra.items()},
     }
+    if details:
+        columns.update({f"details.{name}": values for name, values in est.extra.items()})
+    return columns
 
 
 def item_dict(est: roofline.Estimate) -> dict[str, Any]:
@@ -248,22 +250,12 @@ def item_dict(est: roofline.Estimate) -> dict[str, Any]:
     service's hot path (bench/throughput.py). tests/service/test_hot_path.py holds the two paths equal."""
     if not isinstance(est.time_s, float):
         return item_dicts(est, where=None)[0]
-    time_s, flops = float(est.time_s), float(est.flops)
-    top = {
-        "time_s": time_s,
-        "flops": flops,
-        "bytes": float(est.bytes),
-        "arithmetic_intensity": float(_capped(est.arithmetic_intensity)),
-        "critical_intensity": float(est.critical_intensity),
-        "compute_time_s": float(est.compute_s),
-        "memory_time_s": float(est.memory_s),
-        "overhead_s": float(est.overhead_s),
-    }
+    top = {name: float(value) for name, value in _numbers_of(est, details=False).items()}
     extra = {name: float(value) for name, value in est.extra.items()}
-    peak = float(est.peak_flops_per_s)
-    for name, value in (*top.items(), ("peak_flops_per_s", peak)):
+    for name, value in top.items():
         if not math.isfinite(value):
             raise encoding.non_finite_error(f"response.{name}")
+    peak, time_s, flops = top.pop("peak_flops_per_s"), top["time_s"], top["flops"]
     for name, value in extra.items():
         if not math.isfinite(value):
             raise encoding.non_finite_error(f"response.details.{name}")
