@@ -549,9 +549,10 @@ def attention(
         hw, (b, h, _num.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype, first_kv_s_per_byte
     )
     kernel.matrix_s = tiles.pop("seconds")
-    split = tiles["kv_splits"] > 1
-    kernel.exposed_s = tiles.pop("exposed_s") - _num.where(split, hw.launch_s, 0.0)
-    kernel.launches = _num.where(split, 2.0, 1.0)  # split keys: the partial outputs are combined by a second kernel
+    # Split keys: the partial outputs are combined by a second kernel (FlashDecoding), or inside the same one (XQA).
+    launches = tiles.pop("launches")
+    kernel.exposed_s = tiles.pop("exposed_s") - (launches - 1.0) * hw.launch_s
+    kernel.launches = launches
     kernel.extra = {"query_block_rows": br + _num.zeros_like(q), "kv_reads": rereads, **tiles}
     return [kernel]
 
@@ -568,13 +569,45 @@ MMHA_BLOCK_THREADS = 256
 # MMA instructions work on 16-row fragments (mma.m16n8k16 on Ampere and Hopper tensor cores): a tile never has fewer.
 MMA_ROWS = 16
 
+# TensorRT-LLM's XQA kernel, which runs decode for groups of 2 to `DECODE_MAX_PACKED_GROUP` query heads per K/V head
+# (TensorRT-LLM XQA mha.cu, FlashInfer 0.7.2 port, csrc/xqa/mha.cu; the sm80 kernel). Group 1 and masked MHA run
+# TensorRT-LLM's masked-MHA kernel, whose source is not on file: they keep `PAGED_KV_ROUND_TRIPS`.
+# - A thread block is 8 warps (ctaShapeInWarps {4, 1, 2}, l. 76) walking 256 keys per step (ctaTile.x = 4 × 64,
+#   l. 89-100). Its shared memory (struct SharedMem, l. 330-356: K 4 warps × 2 buffers × 64 keys × 128 B = 64 KiB,
+#   V 2 × 2 × 2 × 64 × 128 B = 64 KiB, Q, X and row maxima ~14-26 KiB for 16-32 rows) is over half of the 164 KiB an
+#   A100 SM has, and it is launched with __launch_bounds__(256, 1) on sm80 (l. 2886, 2894): one block per SM, as
+#   the profile's one tile per unit says; a decode grid runs in waves of `units` blocks.
+# - Before its first product a block waits for three device-memory loads in series: the sequence's length
+#   (getCacheSeqLen, l. 1772), the page index, read only below nbPages = ⌈length / tokensPerPage⌉ (l. 1794, 1851;
+#   mhaUtils.cuh getPage, l. 298), and the K tile at that page (loadKTilePart, l. 1945). V takes the same chain in
+#   the other warps. RL-ASSUME: each waits the profile's loaded memory latency.
+XQA_KV_ROUND_TRIPS = 3.0
+# - Keys are split over n = min(max(1, ⌊SMs / (batch · kv heads)⌋), ⌈max length / 256⌉) blocks per sequence
+#   (launchMHA, l. 3016-3029), a rule rather than a cost search. The blocks of a sequence combine inside the kernel,
+#   with no second launch: each stores its row maxima, sums and output tile to scratch and increments the sequence's
+#   semaphore (atom.acq_rel.gpu, l. 2760); the last one then reads the n row maxima 8 loads at a time
+#   (mergeRowMax<8>, l. 1485-1515, 2776), then the n tiles, each of its V warp groups (4 / min(head_dim / 64, 4),
+#   gemm1NbWarpGrps, l. 95-98) taking every other tile through a double buffer (nbTileBuffers = 2, l. 2737,
+#   2809-2818): 1 + ⌈n / 8⌉ + ⌈⌈n / groups⌉ / 2⌉ round trips in series. RL-ASSUME: the maximum length the
+#   framework passes is the op's cache length (the op knows no other); TensorRT-LLM's own host code, which may pick
+#   n otherwise, is not on file.
+XQA_WARPS = 4.0  # ctaShapeInWarps.x: the warps of each half
+XQA_WARP_KEYS = 64.0  # warpTile.x
+XQA_CTA_KEYS = XQA_WARPS * XQA_WARP_KEYS  # ctaTile.x
+XQA_ROW_MAX_LOADS = 8.0  # mergeRowMax<8>
+XQA_TILE_BUFFERS = 2.0  # nbTileBuffers
+# Measured (aiconfigurator, TensorRT-LLM 1.0 on A100): decode median 20.3 -> 19.5 %, p90 58.1 -> 53.2 % (the third
+# round trip alone: 19.8 %, 53.2 %). What the source does not explain: a wave of XQA blocks over 2-8 cached keys
+# takes ~6.3 µs there (7 µs at 16 query heads, ~10 µs at 24-32, whose tiles have 32 rows), the model ~2.6 µs.
+
 # A decode kernel reads a paged KV cache (vLLM's PagedAttention, Kwon et al. 2023; TensorRT-LLM's XQA and masked-MHA
 # kernels read `kv_cache_block_offsets`): a thread block learns where its first K/V page lives from the block table
 # and only then can request it, two device-memory round trips in series (as an embedding waits for its token id)
 # before its first product. With one decode thread block per compute unit, no other block hides them, so every wave
 # of decode tiles (one query per sequence, packed) waits at least this many latencies. RL-ASSUME: the table entry
 # is not in L2 already; a prefill reads K and V where the QKV projection wrote them. Measured (aiconfigurator,
-# TensorRT-LLM on A100): decode median error 23.2 -> 20.7 %.
+# TensorRT-LLM on A100): decode median error 23.2 -> 20.7 %. XQA's own source shows a third load ahead of these, the
+# sequence length (`XQA_KV_ROUND_TRIPS`); this count stays for the kernels whose source is not on file.
 PAGED_KV_ROUND_TRIPS = 2.0
 
 
@@ -600,9 +633,11 @@ def _flash_tiles(
     asynchronous warpgroups), so a block costs the sum of the three. Blocks are scheduled over the device's slots
     like matmul tiles: the time is the larger of the average load per slot and the longest thread block. A grid
     with fewer thread blocks than slots may split the keys (FlashDecoding; `SPLIT_K`) and combine the partial
-    outputs in a second kernel. Each wave waits for its query tile and first K/V block and stores its output tile,
-    at the active thread blocks' share of bandwidth (`K_STEP`), and a decode tile (one query per sequence) waits at
-    least `PAGED_KV_ROUND_TRIPS` memory latencies for its first K/V page.
+    outputs in a second kernel; XQA (decode of 2 to `DECODE_MAX_PACKED_GROUP` query heads per K/V head) splits by
+    its own rule and combines in the same kernel (`XQA_ROW_MAX_LOADS`). Each wave waits for its query tile and first
+    K/V block and stores its output tile, at the active thread blocks' share of bandwidth (`K_STEP`), and a decode
+    tile (one query per sequence) waits at least `PAGED_KV_ROUND_TRIPS` memory latencies (XQA: `XQA_KV_ROUND_TRIPS`)
+    for its first K/V page. `launches`: the kernels it takes (2 with a second, combining kernel).
     """
     b, h, kvh, d, q, kv = shape
     slots = hw.units * hw.concurrent_tiles_per_unit
@@ -628,29 +663,59 @@ def _flash_tiles(
         4.0 * scores * d / (peak * hw.eff_matmul) + 5.0 * scores / (vector_peak * hw.eff_vector)
         + scores / (sfu * hw.eff_vector)
     )  # fmt: skip
-    page_wait = PAGED_KV_ROUND_TRIPS * (hw.memory_latency_s or 0.0)
     decode = packed & (q == 1.0)  # one new token per sequence against its cache
+    xqa = decode & (group > 1.0)  # masked MHA comes here with kv_heads = heads
+    latency = hw.memory_latency_s or 0.0
+    page_wait = _num.where(xqa, XQA_KV_ROUND_TRIPS, PAGED_KV_ROUND_TRIPS) * latency
+    first_kv = 2.0 * _num.minimum(block, kv) * d * s
+    kv_s_per_byte = 1.0 / bw if first_kv_s_per_byte is None else first_kv_s_per_byte
+
     point = _num.is_point(per_block, blocks, heads_per_grid)
+    xp = _num.FLOATS if point else _num.ARRAYS  # the split search runs these many times
+
+    def schedule(split: Num, combine_s: Num) -> tuple[Num, Num, Num]:
+        """Seconds on the units, exposed waits and thread blocks with the keys split `split` ways."""
+        ctas = heads_per_grid * n_q * split
+        per_cta = xp.ceil(n_kv / split)
+        seconds = xp.maximum(heads_per_grid * blocks / slots, per_cta) * per_block
+        waves = xp.ceil(ctas / slots)
+        partial = split > 1.0
+        out_bytes = tile_rows * d * xp.where(partial, PARTIAL_BYTES, s)
+        exposed = waves * ((tile_rows * d * s + out_bytes) / bw + first_kv * kv_s_per_byte) * xp.minimum(ctas, slots)
+        exposed = xp.where(decode, xp.maximum(exposed, waves * page_wait), exposed)
+        seconds = seconds + xp.where(partial, 2.0 * PARTIAL_BYTES * split * b * h * q * d / bw, 0.0)
+        return seconds, exposed + xp.where(partial, combine_s, 0.0), ctas
+
     best: Num = (
         math.inf if point else np.full(np.broadcast_shapes(*map(np.shape, (per_block, blocks, heads_per_grid))), np.inf)
     )
-    out: dict[str, Num] = {name: _num.zeros_like(best) for name in ("seconds", "exposed_s", "kv_splits", "ctas")}
-    for split in SPLIT_K:
-        ctas = heads_per_grid * n_q * split
-        per_cta = _num.ceil(n_kv / split)
-        seconds = _num.maximum(heads_per_grid * blocks / slots, per_cta) * per_block
-        waves = _num.ceil(ctas / slots)
-        out_bytes = tile_rows * d * (PARTIAL_BYTES if split > 1 else s)
-        first_kv = 2.0 * _num.minimum(block, kv) * d * s
-        kv_s_per_byte = 1.0 / bw if first_kv_s_per_byte is None else first_kv_s_per_byte
-        exposed = waves * ((tile_rows * d * s + out_bytes) / bw + first_kv * kv_s_per_byte) * _num.minimum(ctas, slots)
-        exposed = _num.where(decode, _num.maximum(exposed, waves * page_wait), exposed)
-        if split > 1:
-            seconds = seconds + 2.0 * PARTIAL_BYTES * split * b * h * q * d / bw
-            exposed = _num.where(heads_per_grid * n_q < slots, exposed + hw.launch_s, math.inf)
-        total = seconds + exposed
-        better = total < best
-        best = _num.where(better, total, best)
-        for name, value in (("seconds", seconds), ("exposed_s", exposed), ("kv_splits", float(split)), ("ctas", ctas)):
-            out[name] = _num.where(better, value, out[name])
+    out: dict[str, Num] = {
+        name: _num.zeros_like(best) for name in ("seconds", "exposed_s", "kv_splits", "ctas", "launches")
+    }
+    if not (point and xqa):
+        for split in SPLIT_K:
+            seconds, exposed, ctas = schedule(float(split), hw.launch_s)
+            if split > 1:
+                exposed = xp.where(heads_per_grid * n_q < slots, exposed, math.inf)
+            total = seconds + exposed
+            better = total < best
+            best = xp.where(better, total, best)
+            launches = 2.0 if split > 1 else 1.0
+            for name, value in (
+                ("seconds", seconds), ("exposed_s", exposed), ("kv_splits", float(split)), ("ctas", ctas),
+                ("launches", launches),
+            ):  # fmt: skip
+                out[name] = xp.where(better, value, out[name])
+    if not point or xqa:
+        fill = -_num.ceil(-(hw.units / heads_per_grid))  # ⌊SMs / (batch · kv heads)⌋
+        split_x = _num.minimum(_num.maximum(1.0, fill), _num.ceil(kv / XQA_CTA_KEYS))
+        # The last block's merge (`XQA_ROW_MAX_LOADS`): the semaphore, the row maxima, then each V warp group's tiles.
+        warp_groups = XQA_WARPS / _num.minimum(_num.maximum(d / XQA_WARP_KEYS, 1.0), XQA_WARPS)
+        tiles_each = _num.ceil(split_x / warp_groups)
+        combine = 1.0 + _num.ceil(split_x / XQA_ROW_MAX_LOADS) + _num.ceil(tiles_each / XQA_TILE_BUFFERS)
+        seconds, exposed, ctas = schedule(split_x, combine * latency)
+        for name, value in (
+            ("seconds", seconds), ("exposed_s", exposed), ("kv_splits", split_x), ("ctas", ctas), ("launches", 1.0),
+        ):  # fmt: skip
+            out[name] = _num.where(xqa, value, out[name])
     return out

@@ -3,8 +3,7 @@
 Runs the comparison of `bench/validate.py` (the measured tables in ../shared/validation: aiconfigurator,
 vidur and LLMCompass; see that module for sources, licences and timing scopes) and holds each family that reached
 the issue's target to a bound just above the error measured when it was reached: a change to the model that makes
-those predictions worse fails here. Families that miss the target (TensorRT-LLM's decode attention) are reported by
-the command, not asserted.
+those predictions worse fails here.
 
 Without the data the test skips, except under CI (CI=true), where missing data is a failure.
 """
@@ -24,6 +23,9 @@ from tests.roofline.validation_data import require
 BOUNDS: dict[tuple[str, str], tuple[float, float | None]] = {
     ("aiconfigurator", "gemm"): (0.115, 0.28),  # 10.9 %, 26.2 %; target 12 %, 30 % (bf16)
     ("aiconfigurator", "attention-context"): (0.12, None),  # 11.2 %, 11.6 % with queueing; target 20 %
+    # TensorRT-LLM's decode attention: XQA's chain of three loads and its own key split, merged in the same kernel
+    # (`roofline._ops.XQA_KV_ROUND_TRIPS`): 20.3 → 19.5 %, p90 58.1 → 53.2 %; target 20 %.
+    ("aiconfigurator", "attention-generation"): (0.20, None),
     # Streaming kernels: Little's law and the bandwidth combined (`roofline._kernels.MEMORY_QUEUEING_NORM`), one
     # load per input stream in flight. Rotary and SwiGLU reached the target with it (29.3 → 14.7 %, 24.9 → 8.0 %);
     # rms_norm, the add and the LLMCompass norms lost a little (7.3 → 13.7 %, 8.2 → 9.3 %, 5.4 → 8.4 %, 5.0 → 6.5 %).
