@@ -73,8 +73,15 @@ LL_PAYLOAD = 0.5  # NCCL LL: 4 bytes of data and a 4-byte flag in each 8-byte st
 # all-reduce (NCCL 2.27.3) from 256 to 512 KiB adds 4.1 µs per 256 KiB, 64 GB/s of bus bandwidth against 235/4 = 59.
 LL_RING_BUS_FRACTION = 1 / 3
 LL_RING_REDUCE_BUS_FRACTION = 1 / 4
-# The step of each ring loop that does not cross the link (Link.memory_bytes_per_s): one chunk read and written.
-BUFFER_COPY_STREAMS = 2
+# The step of each ring loop that does not cross the link (Link.memory_bytes_per_s): one chunk moved between the
+# user's buffers and the send FIFO, as streams of V/n through device memory per rank. NCCL's ring kernels (src/
+# collectives/device/all_gather.h, all_reduce.h, reduce_scatter.h; read in RCCL 5.4.3, Debian's `rccl` source
+# package, NCCL 2.13.4's device code with AMD's changes) open every loop with that step: an out-of-place all-gather
+# with `directCopySend` (reads the input chunk, writes it to the rank's own slot of the output and to the send
+# buffer: 3 streams), reduce-scatter and all-reduce with `send` (reads the input chunk, writes the send buffer: 2).
+# Measured (aiconfigurator, NCCL 2.27.3, 512 MiB): the time beyond the link steps is 1.4-1.5 times larger for
+# all-gather than for reduce-scatter on 2, 4 and 8 GPUs, as 3 : 2.
+BUFFER_COPY_STREAMS = {"all_gather": 3, "reduce_scatter": 2, "all_reduce": 2}
 BUFFER_COPY = "buffer copy"
 
 
@@ -91,8 +98,9 @@ class Link:
     a ring one step per channel copies a chunk between that buffer and the user's buffer without crossing the link
     (under P2P read, NCCL's default on Ampere NVLink, the sender's copy into its own buffer; under P2P write, the
     receiver's copy out of it), and a channel's thread block runs its steps in order (NCCL's prims: send, then
-    recv-reduce-send …, then recv). Per rank that is one chunk, V/n, read and written: 2·(V/n)/M on top of the
-    k(n−1)·(V/n)/B the link steps take; it weighs most on 2 GPUs (k(n−1) = 1 for a gather).
+    recv-reduce-send …, then recv). Per rank that is one chunk, V/n, read and written: s·(V/n)/M on top of the
+    k(n−1)·(V/n)/B the link steps take, s = 3 for an all-gather (the chunk also goes to the output), 2 for
+    reduce-scatter and all-reduce (`BUFFER_COPY_STREAMS`); it weighs most on 2 GPUs (k(n−1) = 1 for a gather).
     RL-ASSUME: the copy is not hidden behind the other channels' link steps.
 
     `timing` says how steps add up:
@@ -342,13 +350,14 @@ def _ring_schedule(op: str, v: Array, n: int, link: Link, bidirectional: bool, w
 
 
 def _buffer_copy(op: str, v: Array, n: int, link: Link) -> list[_Step]:
-    """The step of a buffered library ring that stays in device memory: one chunk (V/n) per rank read and written
-    (Link.memory_bytes_per_s); costed for the Simple protocol only (LL's own figure already holds its copies)."""
+    """The step of a buffered library ring that stays in device memory: one chunk (V/n) per rank read and written,
+    `BUFFER_COPY_STREAMS[op]` streams of it (Link.memory_bytes_per_s); costed for the Simple protocol only (LL's own
+    figure already holds its copies)."""
     if link.timing != "nccl_protocols" or link.memory_bytes_per_s is None:
         return []
-    if op not in ("all_gather", "reduce_scatter", "all_reduce"):
+    if op not in BUFFER_COPY_STREAMS:
         return []
-    memory = Link(link.memory_bytes_per_s / BUFFER_COPY_STREAMS, 0.0, name="device memory")
+    memory = Link(link.memory_bytes_per_s / BUFFER_COPY_STREAMS[op], 0.0, name="device memory")
     return [(BUFFER_COPY, memory, 0, v / n)]
 
 

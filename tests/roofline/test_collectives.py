@@ -300,17 +300,19 @@ def test_ll_on_a_ring_reaches_nccls_fraction_and_half_payload_elsewhere() -> Non
 
 
 def test_buffered_simple_ring_adds_one_chunk_copied_through_device_memory() -> None:
-    # One chunk (V/n) per rank read and written at M = 2000 GB/s: 2 · (V/n) / M on top of the Simple ring's time,
-    # for Simple only; LL and the point-to-point all-to-all are unchanged; the link's byte count leaves it out.
+    # One chunk (V/n) per rank moved through device memory at M = 2000 GB/s on top of the Simple ring's time: read
+    # and written to the send buffer (2 streams, reduce-scatter and all-reduce), and also to the output (3 streams,
+    # NCCL's all-gather `directCopySend`): s · (V/n) / M; for Simple only; LL and the point-to-point all-to-all are
+    # unchanged; the link's byte count leaves it out.
     bare = rl.Link(300e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6)
     buffered = rl.Link(300e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6,
                        memory_bytes_per_s=2000e9)  # fmt: skip
     v = 1e9
-    for op, n, k in (("all_gather", 2, 1), ("reduce_scatter", 8, 1), ("all_reduce", 4, 2)):
+    for op, n, k, streams in (("all_gather", 2, 1, 3), ("reduce_scatter", 8, 1, 2), ("all_reduce", 4, 2, 2)):
         est = rl.collective(op, v, rl.Switch(n, buffered), "ring")
         assert str(est.protocol) == "simple"
         ring = k * (n - 1) * 3.8e-6 + k * (n - 1) / n * v / 300e9  # steps of 1 + 2.8 µs, full payload
-        assert one(est.time_s) == pytest.approx(8e-6 + ring + 2 * (v / n) / 2000e9)
+        assert one(est.time_s) == pytest.approx(8e-6 + ring + streams * (v / n) / 2000e9)
         assert one(est.bytes_per_link) == pytest.approx(k * (n - 1) / n * v)
         assert est.chosen().phases[-1].name == "buffer copy"
         plain = rl.collective(op, v, rl.Switch(n, bare), "ring")
