@@ -23,8 +23,14 @@ Sources cited in the formulas:
   the binary, laid out [hardware][algorithm][protocol] as in the source; the source file itself was not at hand).
   NCCL's model gives a ring on one NVSwitch node the same bus bandwidth (channels × per-channel bandwidth) whatever
   the number of GPUs; its LL ring reaches 1/3 of it (1/4 for all-reduce, reduce and across nodes, tuning.cc's model
-  refinements; the fractions are code, not tables, and were not re-read in the 2.27.3 binary). Its Simple protocol
-  stages chunks in FIFO buffers, which adds one copy through device memory per ring loop (`Link`).
+  refinements; the fractions are code, not tables: not checked in the 2.27.3 binary, read in NCCL 2.13.4's
+  `src/graph/tuning.cc`, below). Its Simple protocol stages chunks in FIFO buffers, which adds one copy through
+  device memory per ring loop (`Link`).
+- RCCL: NCCL's device code and tuning model as of NCCL 2.13.4 (`makefiles/version.mk`), in RCCL 5.4.3 (Debian's
+  `rccl` source package; AMD's changes marked "Modifications Copyright AMD" and HIP-guarded). Read there: the ring
+  kernels (`src/collectives/device/{all_gather,all_reduce,reduce_scatter}.h`, `runRing`), the Simple primitives
+  (`prims_simple.h`), P2P read on Ampere NVLink by default (`src/transport/p2p.cc`, `p2pGetInfo`), and the LL
+  fractions and the `235.0f` GB/s cap of an sm80 ring (`src/graph/tuning.cc`, `ncclTopoTuneModel`).
 """
 
 from __future__ import annotations
@@ -96,7 +102,7 @@ class Link:
     `memory_bytes_per_s` (library fabrics only; None: not costed) is the device-memory bandwidth a buffered Simple
     ring copies through. NCCL stages every chunk in a FIFO buffer (without user-buffer registration): in each loop of
     a ring one step per channel copies a chunk between that buffer and the user's buffer without crossing the link
-    (under P2P read, NCCL's default on Ampere NVLink, the sender's copy into its own buffer; under P2P write, the
+    (under P2P read, NCCL's default on Ampere NVLink (RCCL), the sender's copy into its own buffer; under P2P write, the
     receiver's copy out of it), and a channel's thread block runs its steps in order (NCCL's prims: send, then
     recv-reduce-send …, then recv). Per rank that is one chunk, V/n, read and written: s·(V/n)/M on top of the
     k(n−1)·(V/n)/B the link steps take, s = 3 for an all-gather (the chunk also goes to the output), 2 for
