@@ -80,13 +80,12 @@ LL_PAYLOAD = 0.5  # NCCL LL: 4 bytes of data and a 4-byte flag in each 8-byte st
 LL_RING_BUS_FRACTION = 1 / 3
 LL_RING_REDUCE_BUS_FRACTION = 1 / 4
 # The step of each ring loop that does not cross the link (Link.memory_bytes_per_s): one chunk moved between the
-# user's buffers and the send FIFO, as streams of V/n through device memory per rank. NCCL's ring kernels (src/
-# collectives/device/all_gather.h, all_reduce.h, reduce_scatter.h; read in RCCL 5.4.3, Debian's `rccl` source
-# package, NCCL 2.13.4's device code with AMD's changes) open every loop with that step: an out-of-place all-gather
-# with `directCopySend` (reads the input chunk, writes it to the rank's own slot of the output and to the send
-# buffer: 3 streams), reduce-scatter and all-reduce with `send` (reads the input chunk, writes the send buffer: 2).
-# Measured (aiconfigurator, NCCL 2.27.3, 512 MiB): the time beyond the link steps is 1.4-1.5 times larger for
-# all-gather than for reduce-scatter on 2, 4 and 8 GPUs, as 3 : 2.
+# user's buffers and the send FIFO, as streams of V/n through device memory per rank. NCCL's ring kernels (RCCL,
+# above: `runRing`) open every loop with that step: an out-of-place all-gather with `directCopySend` (reads the input
+# chunk, writes it to the rank's own slot of the output and to the send buffer: 3 streams), reduce-scatter and
+# all-reduce with `send` (reads the input chunk, writes the send buffer: 2). Measured (aiconfigurator, NCCL 2.27.3,
+# 512 MiB): the time beyond the link steps is 1.4-1.5 times larger for all-gather than for reduce-scatter on 2, 4
+# and 8 GPUs, as 3 : 2.
 BUFFER_COPY_STREAMS = {"all_gather": 3, "reduce_scatter": 2, "all_reduce": 2}
 BUFFER_COPY = "buffer copy"
 
@@ -99,10 +98,10 @@ class Link:
     `hop_latency_s` is one step of a collective (one hop, or one handshake with a peer). `efficiency` is the fraction
     of bandwidth large collectives reach; `launch_s` the fixed cost of one collective call.
 
-    `memory_bytes_per_s` (library fabrics only; None: not costed) is the device-memory bandwidth a buffered Simple
-    ring copies through. NCCL stages every chunk in a FIFO buffer (without user-buffer registration): in each loop of
-    a ring one step per channel copies a chunk between that buffer and the user's buffer without crossing the link
-    (under P2P read, NCCL's default on Ampere NVLink (RCCL), the sender's copy into its own buffer; under P2P write, the
+    `memory_bytes_per_s` (library fabrics only; None: not costed) is the device-memory bandwidth a buffered Simple ring
+    copies through. NCCL stages every chunk in a FIFO buffer (without user-buffer registration): in each loop of a ring
+    one step per channel copies a chunk between that buffer and the user's buffer without crossing the link (under P2P
+    read, NCCL's default on Ampere NVLink per RCCL, the sender's copy into its own buffer; under P2P write, the
     receiver's copy out of it), and a channel's thread block runs its steps in order (NCCL's prims: send, then
     recv-reduce-send …, then recv). Per rank that is one chunk, V/n, read and written: s·(V/n)/M on top of the
     k(n−1)·(V/n)/B the link steps take, s = 3 for an all-gather (the chunk also goes to the output), 2 for
