@@ -20,17 +20,24 @@ Sources cited in the formulas:
   read-only data of `libnccl.so.2` in the nvidia-nccl-cu12 2.27.3 wheel holds hwLat[NVLink][Ring] = {0.6, 1.9, 3.4},
   hwLat[PCI][Ring] = {1.0, 2.5, 5.7}, hwLat[Net][Ring] = {2.7, 4.0, 14.0}, baseLat[Ring] = {6.6, 14.0, 8.4},
   Ampere llMaxBw = {87.7, 22.5, 19.0} GB/s and 20 GB/s per channel for LL128 rings (float tables found by value in
-  the binary, laid out [hardware][algorithm][protocol] as in the source; the source file itself was not at hand).
-  NCCL's model gives a ring on one NVSwitch node the same bus bandwidth (channels × per-channel bandwidth) whatever
-  the number of GPUs; its LL ring reaches 1/3 of it (1/4 for all-reduce, reduce and across nodes, tuning.cc's model
-  refinements; the fractions are code, not tables: not checked in the 2.27.3 binary, read in NCCL 2.13.4's
-  `src/graph/tuning.cc`, below). Its Simple protocol stages chunks in FIFO buffers, which adds one copy through
-  device memory per ring loop (`Link`).
+  the binary, laid out [hardware][algorithm][protocol] as in the source). NCCL 2.29.7's own source (Debian's
+  `nvidia-nccl` source package, contrib; `src/graph/tuning.cc`, `ncclTunerConstantsDefaults`) holds the same
+  figures. NCCL's model gives a ring on one NVSwitch node the same bus bandwidth (channels × per-channel bandwidth,
+  12 × 20 GB/s on an A100: `SM80_NVLINK_BW` in `src/graph/topo.h`) whatever the number of GPUs. Its LL ring reaches
+  1/3 of it (1/4 for all-reduce, reduce and across nodes) in NCCL 2.13.4's `tuning.cc` (below). NCCL 2.29.7 instead
+  charges `busBw * .5` capped by llMaxBw (87.7 GB/s on one Ampere node). These are selection figures, not
+  measurements; the 2.13 fractions are kept because they match NCCL 2.27.3's measured LL rate (`LL_RING_*`). Its
+  Simple protocol stages chunks in FIFO buffers, which adds one copy through device memory per ring loop (`Link`).
+  Not modelled: LL128, NCCL's third protocol, which 2.29.7 enables on Ampere NVLink (`ncclTopoTuneModel`'s
+  `pEnable`). NCCL also picks its protocol by its own model (`topoGetAlgoInfo`, the least modelled time), not by
+  the time it will really take, while this module takes the faster of its own LL and Simple costs.
 - RCCL: NCCL's device code and tuning model as of NCCL 2.13.4 (`makefiles/version.mk`), in RCCL 5.4.3 (Debian's
   `rccl` source package; AMD's changes marked "Modifications Copyright AMD" and HIP-guarded). Read there: the ring
   kernels (`src/collectives/device/{all_gather,all_reduce,reduce_scatter}.h`, `runRing`), the Simple primitives
   (`prims_simple.h`), P2P read on Ampere NVLink by default (`src/transport/p2p.cc`, `p2pGetInfo`), and the LL
-  fractions and the `235.0f` GB/s cap of an sm80 ring (`src/graph/tuning.cc`, `ncclTopoTuneModel`).
+  fractions and the `235.0f` GB/s cap of an sm80 ring (`src/graph/tuning.cc`, `ncclTopoTuneModel`). NCCL 2.29.7's
+  ring kernels (`src/device/{all_gather,all_reduce,reduce_scatter}.h`, `runRing`) open their loops with the same
+  first steps (`directCopySend` out of place for all-gather, `send` for reduce-scatter, `directSend` for all-reduce).
 """
 
 from __future__ import annotations
@@ -77,6 +84,8 @@ LL_PAYLOAD = 0.5  # NCCL LL: 4 bytes of data and a 4-byte flag in each 8-byte st
 # node, capped by llMaxBw, 87.7 GB/s on one Ampere node, which an A100 ring (≤ 235 GB/s / 3) never reaches). Below
 # the half payload, the receiving threads poll every 8-byte line for its flag. Measured: aiconfigurator's 2-GPU
 # all-reduce (NCCL 2.27.3) from 256 to 512 KiB adds 4.1 µs per 256 KiB, 64 GB/s of bus bandwidth against 235/4 = 59.
+# The fractions are NCCL 2.13.4's; NCCL 2.29.7's tuning.cc charges busBw × .5 capped by llMaxBw (87.7 GB/s), further
+# from those 64 GB/s, so the older figures stay.
 LL_RING_BUS_FRACTION = 1 / 3
 LL_RING_REDUCE_BUS_FRACTION = 1 / 4
 # The step of each ring loop that does not cross the link (Link.memory_bytes_per_s): one chunk moved between the
