@@ -3,7 +3,7 @@
 The same path an upload and `POST /v1/calibrations` take, without a database: the tables are parsed by the importer
 (`service.benchmarks.importer.parse`, formats `llmcompass` and `llmcompass-allreduce`), predicted by the service's
 own `service.benchmarks.predict.predict` on the catalogue profile in the data's timing scope, described by
-`service.calibrations.features.describe` and fitted per op family and dtype by `roofline._calibration.fit` on every
+`service.calibrations.features.describe` and fitted per op family and dtype by `roofline.calibration.fit` on every
 row (nothing held out: the layer being validated is a different measurement). The result is an unsaved calibration
 row, applied to the inference run by the service's `RunCorrector`, as `options.calibration` would apply it.
 """
@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from hardware_db import load_hardware
-from roofline._calibration import fit
+from roofline.calibration import fit
 from schemas.benchmarks import ResultOp
 from service.benchmarks.importer import parse
 from service.benchmarks.predict import core_hardware, predict

@@ -176,7 +176,7 @@ class OpGroup:
 
 @dataclass(frozen=True)
 class Corrected:
-    """A corrector's answer for an `OpGroup`: seconds per point, how each was made (`roofline._calibration.Method`:
+    """A corrector's answer for an `OpGroup`: seconds per point, how each was made (`roofline.calibration.Method`:
     0 the model unchanged), and a label naming what corrected the group, carried to the breakdown's rows."""
 
     time_s: Array
@@ -184,7 +184,7 @@ class Corrected:
     label: str
 
 
-# Measured corrections of the model's op times (calibration: `roofline._calibration.apply` behind the service's
+# Measured corrections of the model's op times (calibration: `roofline.calibration.apply` behind the service's
 # lookup of which fitted correction covers an op family). Applied per op before anything is summed.
 Corrector = Callable[[OpGroup], Corrected]
 
@@ -254,7 +254,7 @@ class OpRow:
     overhead_s: float
     time_s: float
     raw_time_s: float | None = None  # the model's time before a correction (None: no corrector)
-    # What corrected it: distinct (label, `roofline._calibration.Method`) over the points the row sums.
+    # What corrected it: distinct (label, `roofline.calibration.Method`) over the points the row sums.
     corrections: tuple[tuple[str, int], ...] = ()
 
     @property

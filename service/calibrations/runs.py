@@ -16,7 +16,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 import roofline
-from roofline._calibration import Method
+from roofline.calibration import Method
 from service.calibrations.features import describe_sized, group_of, template_of
 from service.calibrations.service import METHODS, choose, correct, covering
 from service.orm import Calibration

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy.orm import Session
 
-from roofline._calibration import Correction, Method, apply, fit
+from roofline.calibration import Correction, Method, apply, fit
 from schemas.calibrations import CalibrationCreate, CalibrationGroup, CalibrationRead, ErrorStats
 from schemas.common import ErrorDetail
 from service.benchmarks.repository import RunFilters
@@ -132,7 +132,7 @@ def correct(
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Calibrated seconds and `Method` for ops of one group (variant keys and features from `features.describe` or
     `features.describe_sized`): the one place a fitted correction meets ops, for op estimates, stored results and
-    inference runs alike (`roofline._calibration.apply`). One key stands for every op."""
+    inference runs alike (`roofline.calibration.apply`). One key stands for every op."""
     if isinstance(keys, str):
         known = group.variants.index(keys) if keys in group.variants else -1
         codes = np.full(len(work_s), known, dtype=np.int64)

@@ -1,11 +1,11 @@
-"""The calibration math (roofline._calibration), against corrections planted by hand in synthetic data."""
+"""The calibration math (roofline.calibration), against corrections planted by hand in synthetic data."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from roofline._calibration import MIN_POINTS, Correction, Method, apply, fit
+from roofline.calibration import MIN_POINTS, Correction, Method, apply, fit
 
 
 def grid(n: int = 64) -> tuple[np.ndarray, np.ndarray]:

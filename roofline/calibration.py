@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+__all__ = ["MIN_POINTS", "Correction", "Method", "apply", "fit"]
+
 Array = NDArray[np.float64]
 
 MIN_POINTS = 8  # fewer measurements than this fit nothing: the physical model is used
