@@ -3,8 +3,8 @@
     .venv/bin/python -m bench.calibrate [--seeds 0 1 2] [--database-url URL] [--data PATH]
 
 Starts `ridgeline serve` (SQLite in a temporary directory unless --database-url is given), makes an upload and an
-admin key, uploads aiconfigurator's A100-SXM4-80GB bf16 GEMM table (../shared/validation/aiconfigurator-a100/
-gemm_perf.csv, 9 240 rows: NVIDIA ai-dynamo/aiconfigurator @095f58a5, Apache-2.0) through the API with the importer
+admin key, uploads aiconfigurator's A100-SXM4-80GB bf16 GEMM table (validation/aiconfigurator-a100/
+gemm_perf.csv.gz, 9 240 rows: NVIDIA ai-dynamo/aiconfigurator @095f58a5, Apache-2.0) through the API with the importer
 (`ridgeline benchmarks import --format aiconfigurator-gemm`), then for each seed asks
 `POST /v1/calibrations {"hardware": "a100-sxm-80gb", "op_families": ["matmul"], "dtype": "bf16",
 "holdout_fraction": 0.5, "seed": S}` and prints the error on the held-out half before (the physical model) and after
@@ -52,9 +52,9 @@ def _tables(root: Path) -> list[tuple[str, Path]]:
         ("aiconfigurator-attention", ai / "context_attention_perf.csv"),
         ("aiconfigurator-attention", ai / "generation_attention_perf.csv"),
         ("aiconfigurator-nccl", ai / "nccl_perf.csv"),
-        *(("vidur", path) for path in sorted((root / "vidur" / "compute" / "a100").glob("*/*/mlp.csv"))),
+        *(("vidur", path) for path in datasets.tables(root / "vidur" / "compute" / "a100", "*/*/mlp.csv")),
         # The DGX node only: the pairwise-NVLink machines are another system than the SXM profile's NVSwitch node.
-        *(("vidur-network", path) for path in sorted((root / "vidur" / "network" / "a100_dgx").glob("*.csv"))),
+        *(("vidur-network", path) for path in datasets.tables(root / "vidur" / "network" / "a100_dgx", "*.csv")),
         *(("llmcompass", root / "llmcompass-a100" / f"{name}_A100.csv") for name in datasets.LLMCOMPASS_TABLES),
         ("llmcompass-allreduce", root / "llmcompass-a100" / "allreduce_A100x4_nvlink_transcribed.csv"),
     ]

@@ -2,13 +2,13 @@
 
     .venv/bin/python -m bench.validate [--data PATH] [--json PATH] [--worst 5]
 
-Loads the measured tables in `../shared/validation` (relative to the repository root; never copied into the
-repository), builds each measured op as a `schemas.ops` object, evaluates it on the `a100-sxm-80gb` catalogue
-profile through the service's own mapping (`service.estimates.service.to_core` and `evaluate`), and prints, per
-source and op family, the number of points, the median and p90 absolute percentage error, the bias (median signed
-error: + means Ridgeline predicts slower than measured) and the worst cases.
+Loads the measured tables in the repository's `validation/` folder, builds each measured op as a `schemas.ops` object,
+evaluates it on the `a100-sxm-80gb` catalogue profile through the service's own mapping
+(`service.estimates.service.to_core` and `evaluate`), and prints, per source and op family, the number of points, the
+median and p90 absolute percentage error, the bias (median signed error: + means Ridgeline predicts slower than
+measured) and the worst cases.
 
-The data and their licences (see `../shared/validation/README.md`):
+The data and their licences (see `validation/README.md` and each source's README):
 - aiconfigurator-a100: NVIDIA ai-dynamo/aiconfigurator @095f58a5, Apache-2.0 (TensorRT-LLM 1.0.0 kernels, bf16).
 - vidur: microsoft/vidur @7d475133, MIT (fp16 Sarathi-Serve layers, torch profiler kernel sums).
 - llmcompass-a100: PrincetonUniversity/LLMCompass @2e015fd2, BSD-3-Clause (PyTorch fp16, host wall-clock).

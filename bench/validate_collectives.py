@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.validate_collectives [--data PATH] [--json PATH]
 
-Loads the measured tables in `../shared/validation` (never copied into the repository), predicts each row with
+Loads the measured tables in the repository's `validation/` folder, predicts each row with
 `roofline.collective` on the topology the measurement ran on (built from the `a100-sxm-80gb` catalogue profile by
 `service.collectives.service.device_topology`, or stated below where the catalogue has no such machine), and prints
 per dataset, op, device count and size bucket: the number of points, the median and p90 absolute percentage error,
@@ -10,7 +10,7 @@ the bias (median signed error: + means Ridgeline predicts slower than measured),
 (the 10th percentile of predicted over that of measured times of messages up to 64 KiB, where bandwidth does not
 matter).
 
-The data and their licences (see `../shared/validation/README.md`):
+The data and their licences (see `validation/README.md` and each source's README):
 - aiconfigurator-a100 (NVIDIA ai-dynamo/aiconfigurator @095f58a5, Apache-2.0): NCCL 2.27.3 all_gather,
   reduce_scatter, all_reduce, alltoall on 2/4/8 GPUs of one 8-GPU NVSwitch node, nccl-tests convention, message
   sizes in elements (× 2 bytes for half, × 1 for int8); TensorRT-LLM's own all-reduce (`custom_allreduce_perf.csv`).
@@ -72,12 +72,10 @@ import numpy as np
 import roofline
 from hardware_db import load_hardware
 from schemas.hardware import HardwareCreate
-from service.benchmarks.datasets import MissingData
+from service.benchmarks.datasets import DATA_DIR, MissingData, open_text, resolve
 from service.collectives.service import device_topology
 from service.collectives.service import memory_bytes_per_s as service_memory_bytes_per_s
 
-REPO = Path(__file__).resolve().parent.parent
-DATA_DIR = REPO.parent / "shared" / "validation"
 HARDWARE = "a100-sxm-80gb"
 HARDWARE_PCIE = "a100-pcie-80gb"  # vidur's pairwise-NVLink machines (A100 PCIe cards)
 MIB = 1 << 20
@@ -104,8 +102,7 @@ def data_dir(path: Path | None = None) -> Path:
     """The validation data directory, or `MissingData` saying where it was looked for."""
     path = path or DATA_DIR
     for name in FILES:
-        if not (path / name).is_file():
-            raise MissingData(f"missing validation file {path / name}")
+        resolve(path / name)
     return path
 
 
@@ -210,7 +207,7 @@ def tpu7x_slice() -> roofline.Ring:
 
 
 def _csv(path: Path) -> Iterator[dict[str, str]]:
-    with path.open(newline="") as f:
+    with open_text(path) as f:
         yield from csv.DictReader(f)
 
 

@@ -2,12 +2,11 @@
 
     .venv/bin/python -m bench.validate_inference [--data PATH] [--json PATH]
 
-The measurement (../shared/validation/llmcompass-a100, PrincetonUniversity/LLMCompass @2e015fd2, BSD-3-Clause; never
-copied into the repository): one GPT-3 175B layer (d 12288, 96 heads) on 4 A100-80GB at tensor parallelism 4,
-batch 8, PyTorch fp16 eager ops, the median host wall-clock of `op(); torch.cuda.synchronize()` per op:
-`transformer_A100.csv` the prefill of 2048 tokens, `transformerAR_A100.csv` one decode step at a KV length of 2048.
-Line order: Q_K_V, Q_mul_K, A_mul_V, Wo_proj, W1_proj, W2_proj, Softmax, LayerNorm_MHA, LayerNorm_FFN, GeLU,
-AllReduce_MHA, AllReduce_FFN.
+The measurement (validation/llmcompass-a100, PrincetonUniversity/LLMCompass @2e015fd2, BSD-3-Clause): one GPT-3 175B
+layer (d 12288, 96 heads) on 4 A100-80GB at tensor parallelism 4, batch 8, PyTorch fp16 eager ops, the median host wall-
+clock of `op(); torch.cuda.synchronize()` per op: `transformer_A100.csv` the prefill of 2048 tokens,
+`transformerAR_A100.csv` one decode step at a KV length of 2048. Line order: Q_K_V, Q_mul_K, A_mul_V, Wo_proj, W1_proj,
+W2_proj, Softmax, LayerNorm_MHA, LayerNorm_FFN, GeLU, AllReduce_MHA, AllReduce_FFN.
 
 The prediction is the inference estimate itself (`roofline._inference`, built by the service's own mapping:
 `service.estimates.service.to_core`, `service.inference.service.transformer` and `topologies`) for the
@@ -38,7 +37,7 @@ import roofline
 from bench.validate import SCOPES
 from hardware_db import load_hardware, load_models
 from schemas.estimates import EstimateContext, Options
-from service.benchmarks.datasets import MissingData, data_dir
+from service.benchmarks.datasets import MissingData, data_dir, open_text
 from service.estimates.service import to_core
 from service.inference.service import topologies, transformer
 
@@ -81,9 +80,8 @@ def measured(root: Path) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for phase, name in FILES.items():
         path = root / "llmcompass-a100" / name
-        if not path.is_file():
-            raise MissingData(f"missing validation file {path}")
-        values = [float(line) for line in path.read_text().split() if line.strip()]
+        with open_text(path) as f:
+            values = [float(line) for line in f.read().split() if line.strip()]
         if len(values) != len(OPS):
             raise ValueError(f"{path}: expected {len(OPS)} numbers, found {len(values)}")
         out[phase] = {op: v for (op, _), v in zip(OPS, values, strict=True)}
@@ -208,7 +206,7 @@ def render(doc: dict[str, Any]) -> Iterator[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.validate_inference", description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=None, help="validation data (default ../shared/validation)")
+    parser.add_argument("--data", type=Path, default=None, help="validation data (default validation/)")
     parser.add_argument("--json", type=Path, default=None, help="also write the report as JSON to this path")
     parser.add_argument(
         "--calibrated", action="store_true", help="with a calibration fitted on LLMCompass's op-level A100 tables"

@@ -1,14 +1,17 @@
-"""Measured datasets as Ridgeline ops: the parsers of the tables in ../shared/validation, shared by the accuracy
-report (`python -m bench.validate`) and the importer (`ridgeline benchmarks import`).
+"""Measured datasets as Ridgeline ops: the parsers of the tables in the repository's `validation/` folder, shared by
+the accuracy report (`python -m bench.validate`) and the importer (`ridgeline benchmarks import`).
 
 Each parser turns a table into `Group`s: measured rows of one source and op family whose ops share a template,
 with the sizes as arrays (one element per row), so the core evaluates a whole group in one call. The data and their
-licences: ../shared/validation/README.md (never copied into the repository).
+licences: validation/README.md and each source's validation/<source>/README.md. A table `name.csv` may be stored
+gzip-compressed as `name.csv.gz`: `resolve` and `open_text` accept either name.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +21,7 @@ import numpy as np
 from schemas.ops import Activation, Attention, Elementwise, Embedding, LayerNorm, Matmul, Op, RmsNorm, Rotary, Softmax
 
 REPO = Path(__file__).resolve().parents[2]
-DATA_DIR = REPO.parent / "shared" / "validation"
+DATA_DIR = REPO / "validation"
 
 
 class MissingData(RuntimeError):
@@ -50,17 +53,35 @@ def data_dir(path: Path | None = None) -> Path:
     """The validation data directory, or `MissingData` saying where it was looked for."""
     root = Path(path) if path is not None else DATA_DIR
     if not (root / "README.md").is_file():
-        raise MissingData(
-            f"measured validation data not found at {root} (expected ../shared/validation relative to the "
-            f"repository root, with its README.md); it is never copied into the repository"
-        )
+        raise MissingData(f"measured validation data not found at {root} (expected a folder with its README.md)")
     return root
 
 
+def resolve(path: Path) -> Path:
+    """`path` itself, or its gzip-compressed copy `path.gz`; `MissingData` if neither is a file."""
+    path = Path(path)
+    for candidate in (path, path.with_name(path.name + ".gz")):
+        if candidate.is_file():
+            return candidate
+    raise MissingData(f"missing validation file {path} (or {path.name}.gz)")
+
+
+def open_text(path: Path, errors: str = "strict") -> io.TextIOWrapper:
+    """A table as text, decompressed when it is stored as `.gz` (found by `resolve`)."""
+    found = resolve(path)
+    if found.name.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(found, "rb"), encoding="utf-8", errors=errors, newline="")
+    return io.TextIOWrapper(found.open("rb"), encoding="utf-8", errors=errors, newline="")
+
+
+def tables(folder: Path, pattern: str) -> list[Path]:
+    """The tables under `folder` matching `pattern` (e.g. `*/*/mlp.csv`), stored plain or as `.gz`, sorted."""
+    found = {p for p in folder.glob(pattern)} | {p.with_name(p.name[:-3]) for p in folder.glob(pattern + ".gz")}
+    return sorted(found)
+
+
 def _csv_rows(path: Path, header: bool = True) -> list[dict[str, str]] | list[list[str]]:
-    if not path.is_file():
-        raise MissingData(f"missing validation file {path}")
-    with path.open(newline="") as f:
+    with open_text(path) as f:
         if header:
             return list(csv.DictReader(f))
         return [[cell.strip() for cell in row] for row in csv.reader(f) if row]
@@ -161,7 +182,7 @@ LAYERNORM_MODELS = ("phi-2",)
 
 
 def vidur(root: Path) -> list[Group]:
-    files = sorted((root / "vidur" / "compute" / "a100").glob("*/*/mlp.csv"))
+    files = tables(root / "vidur" / "compute" / "a100", "*/*/mlp.csv")
     if not files:
         raise MissingData(f"no vidur A100 tables under {root / 'vidur' / 'compute' / 'a100'}")
     return [group for path in files for group in vidur_table(path)]

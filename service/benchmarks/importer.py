@@ -25,7 +25,7 @@ FORMATS = (
     "nccl-tests", "aiconfigurator-gemm", "aiconfigurator-attention", "aiconfigurator-nccl", "vidur", "vidur-network",
     "llmcompass", "llmcompass-allreduce",
 )  # fmt: skip
-# What each source's numbers cover (../shared/validation/README.md).
+# What each source's numbers cover (validation/README.md).
 SCOPES = {
     "nccl-tests": TimingScope.kernel,  # CUDA events around the collective's iterations, averaged
     "aiconfigurator-gemm": TimingScope.graph_replay,
@@ -171,11 +171,15 @@ def parse_llmcompass_allreduce(path: Path, devices: int = 4) -> Parsed:
 
 def parse(fmt: str, path: Path, collective: str | None = None) -> Parsed:
     """The results in a file of one of `FORMATS`."""
-    if not path.is_file():
-        raise FormatError(f"no such file: {path}")
+    try:
+        path = datasets.resolve(path)
+    except datasets.MissingData:
+        raise FormatError(f"no such file: {path}") from None
+    path = path.with_name(path.name[:-3]) if path.name.endswith(".gz") else path  # parsers open either form
     try:
         if fmt == "nccl-tests":
-            return parse_nccl_tests(path.read_text(errors="replace"), collective, path)
+            with datasets.open_text(path, errors="replace") as f:
+                return parse_nccl_tests(f.read(), collective, path)
         if fmt == "aiconfigurator-nccl":
             return parse_aiconfigurator_nccl(path)
         if fmt == "vidur-network":
@@ -235,4 +239,4 @@ def post(
 
 
 def digest(path: Path, fmt: str) -> str:
-    return hashlib.sha256(fmt.encode() + b"\0" + path.read_bytes()).hexdigest()
+    return hashlib.sha256(fmt.encode() + b"\0" + datasets.resolve(path).read_bytes()).hexdigest()

@@ -66,7 +66,8 @@ def test_validation_tables() -> None:
 def test_collective_tables() -> None:
     nccl = importer.parse("aiconfigurator-nccl", VALIDATION / "aiconfigurator-a100" / "nccl_perf.csv")
     assert len(nccl.results) == 504
-    # message_size counts elements: 256 half elements are 512 bytes (../shared/validation/README.md); 8.98e-3 ms.
+    # message_size counts elements: 256 half elements are 512 bytes (validation/aiconfigurator-a100/README.md);
+    # 8.98e-3 ms.
     assert nccl.results[0] == {
         "op": {"kind": "collective", "collective": "all_gather", "bytes": 512, "devices": 2, "dtype": "fp16"},
         "median_s": pytest.approx(8.98e-6),
@@ -99,3 +100,21 @@ def test_import_command_posts_once(live_server: LiveServer, tmp_path: Path) -> N
     assert again.returncode == 0 and again.stdout.strip().endswith("0 results stored")
     no_key = subprocess.run([*command[:-4], "--batch-size", "10"], capture_output=True, text=True, check=False)
     assert no_key.returncode != 0
+
+
+def test_a_table_reads_the_same_plain_or_gzip_compressed(tmp_path: Path) -> None:
+    """The repository stores large tables as `name.csv.gz`; the importer takes either name, and either form."""
+    import gzip
+
+    stored = VALIDATION / "aiconfigurator-b200" / "nccl_perf.csv.gz"
+    assert stored.is_file() and not stored.with_name("nccl_perf.csv").exists()
+    plain = tmp_path / "nccl_perf.csv"
+    plain.write_bytes(gzip.decompress(stored.read_bytes()))
+    by_logical_name = importer.parse("aiconfigurator-nccl", stored.with_name("nccl_perf.csv"))
+    by_stored_name = importer.parse("aiconfigurator-nccl", stored)
+    from_plain = importer.parse("aiconfigurator-nccl", plain)
+    assert by_logical_name.results == by_stored_name.results == from_plain.results
+    assert len(from_plain.results) == sum(1 for line in plain.read_text().splitlines()[1:] if line.strip())
+    assert importer.digest(stored.with_name("nccl_perf.csv"), "x") == importer.digest(stored, "x")
+    with pytest.raises(importer.FormatError, match="no such file"):
+        importer.parse("aiconfigurator-nccl", tmp_path / "absent.csv")

@@ -1,0 +1,81 @@
+"""The accuracy baseline holds: every figure `python -m bench.report` wrote to bench/baseline.json, recomputed now,
+is within its tolerance either way. Worse fails (a regression); better fails too, until the baseline and
+docs/validation.md are regenerated in the same commit, so that neither goes stale. docs/validation.md is rendered
+from the baseline alone, and must be exactly what the committed baseline renders to."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import report
+from tests.bench.conftest import committed
+
+BASELINE = committed()
+TOLERANCE = BASELINE["tolerance"]
+FIGURES = {
+    "ops": ("count", "median_ape", "p90_ape", "bias"),
+    "collectives": ("count", "median_ape", "p90_ape", "bias", "floor_ratio"),
+    "inference": ("measured_us", "error"),
+}
+CASES = [(section, key) for section in FIGURES for key in BASELINE[section]]
+
+
+def test_the_tolerance_is_half_a_percentage_point() -> None:
+    assert TOLERANCE == report.TOLERANCE == 0.005
+
+
+@pytest.mark.parametrize("section", list(FIGURES))
+def test_the_baseline_names_every_row_the_report_computes(fresh: dict[str, Any], section: str) -> None:
+    assert set(fresh[section]) == set(BASELINE[section])
+
+
+@pytest.mark.parametrize(("section", "key"), CASES, ids=[f"{s}:{k}" for s, k in CASES])
+def test_every_figure_holds_its_baseline(fresh: dict[str, Any], section: str, key: str) -> None:
+    now, then = fresh[section][key], BASELINE[section][key]
+    for name in FIGURES[section]:
+        if name in ("count", "measured_us"):  # the data, not the model: exactly as recorded
+            assert now[name] == then[name], f"{key}: {name} {now[name]} != {then[name]}"
+            continue
+        if then[name] is None:
+            assert now[name] is None, f"{key}: {name} is now {now[name]}"
+            continue
+        moved = now[name] - then[name]
+        assert abs(moved) <= TOLERANCE, (
+            f"{key}: {name} {now[name]:.2%} against the baseline's {then[name]:.2%} ({moved:+.2%}); "
+            + ("worse: a regression" if abs(now[name]) > abs(then[name]) else "better: run python -m bench.report")
+        )
+
+
+def test_the_document_is_rendered_from_the_committed_baseline() -> None:
+    text, doc = report._write(BASELINE)
+    assert report.BASELINE.read_text() == text, "bench/baseline.json is not in the form bench.report writes"
+    assert report.DOC.read_text() == doc, "docs/validation.md is not what bench/baseline.json renders to"
+
+
+def test_check_mode_finds_a_stale_document(
+    fresh: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(report, "baseline", lambda data=None: fresh)
+    doc, base = tmp_path / "validation.md", tmp_path / "baseline.json"
+    assert report.main(["--doc", str(doc), "--baseline", str(base)]) == 0
+    assert json.loads(base.read_text()) == fresh and doc.read_text().startswith("# Validation")
+    assert report.main(["--check", "--doc", str(doc), "--baseline", str(base)]) == 0
+    doc.write_text(doc.read_text().replace("| met |", "| **missed** |", 1))
+    assert report.main(["--check", "--doc", str(doc), "--baseline", str(base)]) == 1
+    assert f"out of date: {doc}" in capsys.readouterr().err
+
+
+def test_a_rendered_row_carries_the_figures_of_its_baseline_row() -> None:
+    row = BASELINE["ops"]["aiconfigurator/gemm"]
+    line = next(x for x in report.render(BASELINE) if x.startswith("| aiconfigurator | gemm |"))
+    assert f"| {row['median_ape']:.1%} | {row['p90_ape']:.1%} | {row['bias']:+.1%} |" in line
+    assert f"| {row['count']:,} |" in line
+
+
+def test_missing_data_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert report.main(["--data", str(tmp_path / "nowhere"), "--check"]) == 2
+    assert "validation data not found" in capsys.readouterr().err
