@@ -13,19 +13,19 @@ The data and their licences (see `validation/README.md` and each source's README
 - vidur: microsoft/vidur @7d475133, MIT (fp16 Sarathi-Serve layers, torch profiler kernel sums).
 - llmcompass-a100: PrincetonUniversity/LLMCompass @2e015fd2, BSD-3-Clause (PyTorch fp16, host wall-clock).
 
-Timing scopes differ (the README's table). Each is honoured by fixed costs, never by a per-shape fit: the per-kernel
+Timing scopes differ (validation/README.md). Each is honoured by fixed costs, never by a per-shape fit: the per-kernel
 fixed cost goes in as the estimate option `launch_overhead_s`, and a measured call that runs more kernels than the
 op's model has its own fixed cost on top (`Scope`):
 - aiconfigurator (CUDA-graph replays) times kernels only, with the graph's gaps between them: the smallest bf16
   GEMMs in its table (m ≤ 16, n = k = 32: no measurable work) take 2.5 µs, the shortest a kernel runs there.
 - vidur (torch-profiler sums of kernel durations) has no gaps at all: its shortest kernels, the residual `add` of
   one or two tokens, take 1-2 µs; 2 µs per kernel.
-- LLMCompass times `op(); torch.cuda.synchronize()` on the host: launch and synchronisation come on top of the
-  kernel. Each of its series flattens at small sizes, where the GPU does no measurable work: that plateau is the
-  call's fixed cost (softmax 13.1 µs, within the README's ~10-20 µs; its layer norm and GELU series sit at 52 and
-  47 µs from 128 KB to 8 MB, a heavier host path for those two calls). GELU's kernel time adds to its plateau
-  (from 8 M elements on); the layer norm's runs under it (`Scope.floor_s`): its 8 × 12288 rows take 48 µs although
-  the kernel alone takes several microseconds (vidur's kernel-only timings of the same PyTorch kernel).
+- LLMCompass times `op(); torch.cuda.synchronize()` on the host: launch and synchronisation come on top of the kernel.
+  Each of its series flattens at small sizes, where the GPU does no measurable work: that plateau is the call's fixed
+  cost (softmax 13.1 µs, within the ~10-20 µs of validation/README.md; its layer norm and GELU series sit at 52 and 47
+  µs from 128 KB to 8 MB, a heavier host path for those two calls). GELU's kernel time adds to its plateau (from 8 M
+  elements on); the layer norm's runs under it (`Scope.floor_s`): its 8 × 12288 rows take 48 µs although the kernel
+  alone takes several microseconds (vidur's kernel-only timings of the same PyTorch kernel).
 - TensorRT-LLM's attention op (aiconfigurator) is several kernels (QKV pre-processing with RoPE and the KV-cache
   append, the attention kernel, workspace set-up, the split-KV combine) in one call; its smallest shapes take
   13.3 µs (context, 1 × 16 tokens) and 10.4 µs (generation, 1 sequence, 2 cached tokens). The part of that

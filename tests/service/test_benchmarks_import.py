@@ -50,7 +50,7 @@ def test_nccl_tests_output(tmp_path: Path) -> None:
 
 def test_validation_tables() -> None:
     gemm = importer.parse("aiconfigurator-gemm", VALIDATION / "aiconfigurator-a100" / "gemm_perf.csv")
-    assert len(gemm.results) == 9240 and gemm.timing_scope == "graph_replay"  # the bf16 rows (README table)
+    assert len(gemm.results) == 9240 and gemm.timing_scope == "graph_replay"  # its bf16 rows
     first = gemm.results[0]["op"]
     assert first["kind"] == "matmul" and first["dtype"] == "bf16" and isinstance(first["m"], int)
     decode = importer.parse(

@@ -184,7 +184,7 @@ def _orphans(app: Any) -> set[Any]:
 
 
 def test_a_slow_sweep_times_out(database_url: str) -> None:
-    """A valid 10 000-point sweep (~0.15-0.4 s, README "Sweep") under a 10 ms limit."""
+    """A valid 10 000-point sweep (~0.15-0.4 s, docs/benchmarks.md) under a 10 ms limit."""
     app = create_app(Settings(database_url=database_url, request_timeout_s=0.01, load_catalogue_on_start=False))
     body = {
         "hardware": "a100-sxm-80gb",
