@@ -1,6 +1,6 @@
 """The modelling core: pure Python + numpy, no web or database imports (enforced by import-linter).
 
-Ops become kernels (`roofline._ops`), kernels become estimates (`roofline._kernels`): FLOPs, bytes to and from
+Ops become kernels (`roofline.ops`), kernels become estimates (`roofline._kernels`): FLOPs, bytes to and from
 device memory, compute, memory and overhead terms, and which one bounds. Every function is vectorised: sizes
 may be numpy arrays that broadcast together, so a sweep of 10 000 shapes is one call.
 """
@@ -60,7 +60,7 @@ from roofline._inference import (
     validate_inference,
 )
 from roofline._kernels import Kernel, chain, fuse, single
-from roofline._ops import (
+from roofline.ops import (
     ACTIVATIONS,
     MISALIGNED_EFFICIENCY,
     activation,

@@ -1,7 +1,7 @@
 """Whole inference runs of a decoder-only transformer: prefill, every decode step, memory and communication.
 
 A run is a model (`Transformer`), a device and its fabrics (`System`), a parallel layout (`Parallelism`), storage
-types (`Precision`) and a workload (`Workload`). Each forward pass is built from the op core (`roofline._ops`), per
+types (`Precision`) and a workload (`Workload`). Each forward pass is built from the op core (`roofline.ops`), per
 device, and every op of every run is evaluated at once: ops of one kind with the same static arguments on the same
 device are concatenated into one vectorised call (`_Evaluator`), whichever run or decode step they belong to, so a
 sweep of a thousand configurations costs a few dozen numpy calls.
@@ -38,7 +38,7 @@ from roofline._collectives import Topology, collective
 from roofline._estimate import Array
 from roofline._hardware import Hardware, dtype_bytes
 from roofline._kernels import Kernel, single
-from roofline._ops import activation, attention, elementwise, embedding, layernorm, matmul, rotary, softmax
+from roofline.ops import activation, attention, elementwise, embedding, layernorm, matmul, rotary, softmax
 
 IntArray = NDArray[np.int64]
 
@@ -162,7 +162,7 @@ class Precision:
 @dataclass(frozen=True)
 class OpGroup:
     """Ops of one kind and settings on one device at many points, as the evaluator runs them: what a `Corrector`
-    sees. `op` names the `roofline._ops` function (matmul, attention, softmax, layernorm, elementwise, activation,
+    sees. `op` names the `roofline.ops` function (matmul, attention, softmax, layernorm, elementwise, activation,
     rotary, embedding) whose keyword arguments are `static` and `sizes` (1-D arrays of one length), or is
     "collective" (static: collective, devices, dtype; sizes: bytes, the per-device buffer as nccl-tests counts
     it). Times in seconds, per call."""

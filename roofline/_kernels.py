@@ -51,10 +51,10 @@ class Kernel:
     unit: str
     consumes_whole_input: bool = False  # a matmul needs all of its chained operand, not a stream of it
     # Time the compute units spend waiting rather than computing, on top of `matrix_s`: a tiled kernel's pipeline
-    # fill and output store per wave (`roofline._ops.K_STEP`). It adds to the compute timeline, not to memory time.
+    # fill and output store per wave (`roofline.ops.K_STEP`). It adds to the compute timeline, not to memory time.
     exposed_s: Num = 0.0
     launches: Num = 1.0  # a split-K matmul is 2: the product, the sum
-    # How a streaming kernel loads (`roofline._ops.MEMORY_ACCESS`): every thread keeps one load of `access_bytes`
+    # How a streaming kernel loads (`roofline.ops.MEMORY_ACCESS`): every thread keeps one load of `access_bytes`
     # in flight, `dependent_loads` in series. None: tiled kernels (matmul, attention) that stage their loads.
     access_bytes: float | None = None
     dependent_loads: float = 1.0

@@ -13,7 +13,7 @@ import pytest
 import roofline as rl
 from hardware_db import load_yaml
 from hardware_db._loader import HARDWARE_DIR
-from roofline._alu import alu_cost
+from roofline.ops import alu_cost
 from schemas.hardware import HardwareCreate
 from service.estimates.service import EstimateContext, to_core
 
