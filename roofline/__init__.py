@@ -5,34 +5,6 @@ device memory, compute, memory and overhead terms, and which one bounds. Every f
 may be numpy arrays that broadcast together, so a sweep of 10 000 shapes is one call.
 """
 
-from roofline._collectives import (
-    ALGORITHMS,
-    GPU_LIBRARY_LAUNCH_S,
-    LL_PAYLOAD,
-    LL_RING_BUS_FRACTION,
-    LL_RING_REDUCE_BUS_FRACTION,
-    OPS,
-    SIMPLE_SYNC_SCALE_OUT_S,
-    SIMPLE_SYNC_SCALE_UP_S,
-    TIMINGS,
-    Axis,
-    Candidate,
-    CollectiveEstimate,
-    Fabric,
-    Flat,
-    Hierarchical,
-    Link,
-    Phase,
-    Ring,
-    Switch,
-    Timing,
-    Topology,
-    Torus,
-    bus_factor,
-    collective,
-    device_topology,
-    with_link,
-)
 from roofline._estimate import Bound, Estimate, kernel_time
 from roofline._hardware import DTYPE_BYTES, Hardware, dtype_bytes
 from roofline._inference import (
@@ -60,6 +32,34 @@ from roofline._inference import (
     validate_inference,
 )
 from roofline._kernels import Kernel, chain, fuse, single
+from roofline.collectives import (
+    ALGORITHMS,
+    GPU_LIBRARY_LAUNCH_S,
+    LL_PAYLOAD,
+    LL_RING_BUS_FRACTION,
+    LL_RING_REDUCE_BUS_FRACTION,
+    OPS,
+    SIMPLE_SYNC_SCALE_OUT_S,
+    SIMPLE_SYNC_SCALE_UP_S,
+    TIMINGS,
+    Axis,
+    Candidate,
+    CollectiveEstimate,
+    Fabric,
+    Flat,
+    Hierarchical,
+    Link,
+    Phase,
+    Ring,
+    Switch,
+    Timing,
+    Topology,
+    Torus,
+    bus_factor,
+    collective,
+    device_topology,
+    with_link,
+)
 from roofline.ops import (
     ACTIVATIONS,
     MISALIGNED_EFFICIENCY,

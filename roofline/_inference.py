@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from roofline._collectives import Topology, collective
 from roofline._estimate import Array
 from roofline._hardware import Hardware, dtype_bytes
 from roofline._kernels import Kernel, single
+from roofline.collectives import Topology, collective
 from roofline.ops import activation, attention, elementwise, embedding, layernorm, matmul, rotary, softmax
 
 IntArray = NDArray[np.int64]
