@@ -7,30 +7,6 @@ may be numpy arrays that broadcast together, so a sweep of 10 000 shapes is one 
 
 from roofline._estimate import Bound, Estimate, kernel_time
 from roofline._hardware import DTYPE_BYTES, Hardware, dtype_bytes
-from roofline._inference import (
-    Corrected,
-    Corrector,
-    InferenceConfigError,
-    InferenceEstimate,
-    InferenceRun,
-    MemoryUse,
-    Mla,
-    Moe,
-    OpGroup,
-    OpRow,
-    Parallelism,
-    ParameterCount,
-    PhaseEstimate,
-    Precision,
-    System,
-    Transformer,
-    Workload,
-    estimate_inference,
-    estimate_inferences,
-    parameter_count,
-    touched_experts,
-    validate_inference,
-)
 from roofline._kernels import Kernel, chain, fuse, single
 from roofline.collectives import (
     ALGORITHMS,
@@ -59,6 +35,30 @@ from roofline.collectives import (
     collective,
     device_topology,
     with_link,
+)
+from roofline.inference import (
+    Corrected,
+    Corrector,
+    InferenceConfigError,
+    InferenceEstimate,
+    InferenceRun,
+    MemoryUse,
+    Mla,
+    Moe,
+    OpGroup,
+    OpRow,
+    Parallelism,
+    ParameterCount,
+    PhaseEstimate,
+    Precision,
+    System,
+    Transformer,
+    Workload,
+    estimate_inference,
+    estimate_inferences,
+    parameter_count,
+    touched_experts,
+    validate_inference,
 )
 from roofline.ops import (
     ACTIVATIONS,

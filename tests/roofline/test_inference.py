@@ -1,4 +1,4 @@
-"""Whole inference runs (roofline._inference), with numbers worked out by hand in each test.
+"""Whole inference runs (roofline.inference), with numbers worked out by hand in each test.
 
 Seed 004 (../shared/seeds/004_f1ad41962af10fb3.txt) is a calculator of one decode step's kernels; its formulas are
 transcribed below as arithmetic. Model figures are the catalogue's (hardware_db/models/*.yaml).
@@ -11,7 +11,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-import roofline._inference as inf
+import roofline
+import roofline.inference as inf
 from hardware_db import load_hardware, load_models
 from schemas.estimates import EstimateContext, Options
 from schemas.inference import AttentionKind, AttentionOverride
@@ -23,7 +24,7 @@ HARDWARE = {h.slug: h for h in load_hardware()}
 MODELS = {m.slug: m for m in load_models()}
 
 
-def core_hw(slug: str, **options: float) -> inf.Hardware:
+def core_hw(slug: str, **options: float) -> roofline.Hardware:
     return to_core(HARDWARE[slug], EstimateContext(hardware=slug, options=Options(**options)))
 
 
@@ -228,7 +229,7 @@ def test_tensor_parallelism_splits_weights_and_heads_and_adds_two_all_reduces_pe
     assert ar.bytes == 2 * layers * batch * prompt * d * 2
     topology = topologies(HARDWARE["h100-sxm"])
     assert topology is not None
-    per_call = float(inf.collective("all_reduce", batch * prompt * d * 2, topology(4)).time_s)
+    per_call = float(roofline.collective("all_reduce", batch * prompt * d * 2, topology(4)).time_s)
     assert ar.time_s == pytest.approx(2 * layers * per_call)
     assert four.prefill.communication_s["tensor_parallel"] == pytest.approx(ar.time_s)
     # Decode: one token per sequence per step, two steps.
@@ -260,10 +261,10 @@ def test_sampled_decode_sums_like_every_step() -> None:
 def test_linear_weights_sum_the_interpolant_exactly() -> None:
     # f(j) = j² sampled at 1, 3, 7: the interpolant is 1, 5, 9, 19, 29, 39, 49 at j = 1 … 7 (sum 151).
     samples = np.array([1, 3, 7])
-    w = inf._linear_weights(samples)
+    w = inf.linear_weights(samples)
     assert w.tolist() == [1.5, 3.0, 2.5]
     assert float(w @ samples**2) == 151.0
-    assert inf._linear_weights(np.arange(1, 6)).tolist() == [1.0] * 5
+    assert inf.linear_weights(np.arange(1, 6)).tolist() == [1.0] * 5
 
 
 def test_a_list_of_equal_requests_is_the_uniform_batch() -> None:
