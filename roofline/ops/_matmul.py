@@ -61,6 +61,108 @@ def _aligned(dim: Num, elem_bytes: float, alignment_bytes: int) -> Bool:
     return out
 
 
+class _TileSearch:
+    """The tile and split a library picks for the output tiles of a matmul on one device: every (candidate tile,
+    `SPLIT_K` split) pair costed as whole waves of tiles over the device's slots, the least total of math and exposed
+    time taken, the first of equals (a library heuristic's pick)."""
+
+    def __init__(self, hw: Hardware, peak: float, s_in: float, s_out: float, pairs: list[tuple[int, int]]) -> None:
+        self.launch_s, self.peak, self.s_in, self.s_out, self.pairs = hw.launch_s, peak, s_in, s_out, pairs
+        self.slots = hw.units * hw.concurrent_tiles_per_unit
+        self.bw = hw.memory_bytes_per_s * hw.eff_memory
+
+    @staticmethod
+    def output_tiles(tm: Num, tn: Num, m: Num, n: Num, b: Num, xp: _num.Ops) -> Num:
+        return b * xp.ceil(m / tm) * xp.ceil(n / tn)
+
+    def partial_sums_s(self, split: Num, m: Num, n: Num, b: Num) -> Num:
+        """The second kernel of a split: it reads and writes the split's fp32 partial outputs."""
+        return 2.0 * PARTIAL_BYTES * split * b * m * n / self.bw
+
+    def cost(
+        self, tm: Num, tn: Num, split: Num, m: Num, n: Num, k: Num, b: Num, eff: Num, xp: _num.Ops
+    ) -> tuple[Num, Num, Num, Num]:
+        """Work units, waves, math time and exposed time of tm × tn output tiles over k split `split` ways."""
+        slots, s_in, bw = self.slots, self.s_in, self.bw
+        out_tiles = self.output_tiles(tm, tn, m, n, b, xp)
+        depth = xp.ceil(k / split)
+        tiles = out_tiles * split
+        waves = xp.ceil(tiles / slots)
+        # One wave: every slot computes a tm × tn tile over its k slice (2·tm·tn·depth FLOPs) at peak / slots.
+        seconds = waves * slots * 2.0 * tm * tn * depth / (self.peak * eff)
+        is_split = split > 1
+        out_size = xp.where(is_split, PARTIAL_BYTES, self.s_out)
+        tile_bytes = (tm + tn) * xp.minimum(depth, K_STEP) * s_in + tm * tn * out_size
+        exposed = waves * tile_bytes * xp.minimum(tiles, slots) / bw
+        # Split: the partial tiles are summed by a second kernel (`launches`), which reads and writes them; only an
+        # under-filled grid is split.
+        seconds = xp.where(is_split, seconds + self.partial_sums_s(split, m, n, b), seconds)
+        exposed = xp.where(is_split, xp.where(out_tiles < slots, exposed + self.launch_s, math.inf), exposed)
+        return tiles, waves, seconds, exposed
+
+    def pick(self, m: Num, n: Num, k: Num, b: Num, eff: Num, point: bool) -> tuple[Num, Num, Num]:
+        """The winner's tile rows, tile columns and split, per point: floats for one point (`roofline._num`)."""
+        pairs = self.pairs
+        shape = () if point else np.broadcast_shapes(np.shape(m), np.shape(n), np.shape(k), np.shape(b))
+        size = math.prod(shape)
+        pick: int | NDArray[np.intp]
+        if point:
+            pick = self.fastest_point(m, n, k, b, eff)
+        elif size <= _SEARCH_CHUNK:
+            pick = self.fastest(shape, m, n, k, b, eff)
+        else:  # chunks of points, so that the grid's temporaries stay in cache (twice as fast at 10 000 points)
+            flat = [np.broadcast_to(x, shape).reshape(-1) for x in (m, n, k, b, eff)]
+            chunks = [(i, min(i + _SEARCH_CHUNK, size)) for i in range(0, size, _SEARCH_CHUNK)]
+            pick = np.concatenate([self.fastest((j - i,), *(x[i:j] for x in flat)) for i, j in chunks]).reshape(shape)
+        if point:
+            choice_at, split_at = divmod(int(pick), len(SPLIT_K))
+            return float(pairs[choice_at][0]), float(pairs[choice_at][1]), float(SPLIT_K[split_at])
+        candidates = np.asarray(pairs, dtype=np.float64)
+        choice, split_index = np.divmod(pick, len(SPLIT_K))
+        return arr(candidates[choice, 0]), arr(candidates[choice, 1]), arr(_SPLITS[split_index])
+
+    def fastest(self, grid_shape: tuple[int, ...], *sizes: Num) -> NDArray[np.intp]:
+        """Index of the first least total over every (candidate, split) pair, a library's pick, as c·splits + s: the
+        pairs on two leading axes, the points (`sizes`: m, n, k, b, eff, broadcasting to `grid_shape`) after them."""
+        candidates = np.asarray(self.pairs, dtype=np.float64)
+        ones = (1,) * len(grid_shape)
+        tm, tn = candidates[:, 0].reshape(-1, 1, *ones), candidates[:, 1].reshape(-1, 1, *ones)
+        m, n, k, b, eff = sizes
+        _, _, grid_s, grid_exposed = self.cost(tm, tn, _SPLITS.reshape(1, -1, *ones), m, n, k, b, eff, _num.ARRAYS)
+        total = np.broadcast_to(grid_s + grid_exposed, (len(candidates), len(SPLIT_K), *grid_shape))
+        out: NDArray[np.intp] = np.argmin(total.reshape(len(candidates) * len(SPLIT_K), -1), axis=0)
+        return out.reshape(grid_shape)
+
+    def fastest_point(self, m: Num, n: Num, k: Num, b: Num, eff: Num) -> int:
+        """`fastest` for one point in floats: the first least total over the same (candidate, split) pairs. A split
+        is considered only where the grid is under-filled (elsewhere `cost` makes it infinite, never the least).
+
+        Pairs that cannot win are not costed (branch and bound): every pair computes at least its output tiles'
+        whole k loop, work = out_tiles·2·tm·tn·k / (peak·eff) (waves·slots ≥ tiles, split·⌈k/split⌉ ≥ k), and a
+        split adds its second launch and its partial sums, which grow with the split. A bound at or above the best
+        total so far rules the pair out, and for a split every deeper one; candidates are visited by increasing
+        work, so the best is found early. `_BOUND_MARGIN` keeps rounding from lifting a bound above the total it
+        bounds, so a pair ruled out is strictly slower, and ties go to the first pair in the grid's order."""
+        pairs, peak, slots = self.pairs, self.peak, self.slots
+        works = []
+        for tm, tn in pairs:
+            out_tiles = self.output_tiles(tm, tn, m, n, b, _num.FLOATS)
+            works.append((out_tiles * 2.0 * tm * tn * k / (peak * eff) * _BOUND_MARGIN, out_tiles))
+        best_at, best_total = 0, math.inf
+        for c in sorted(range(len(pairs)), key=lambda c: works[c][0]):
+            (tm, tn), (work, out_tiles) = pairs[c], works[c]
+            if work >= best_total:
+                break  # and every later candidate: its work is no less
+            for s, split in enumerate(SPLIT_K if out_tiles < slots else SPLIT_K[:1]):
+                if s and work + (self.launch_s + self.partial_sums_s(split, m, n, b)) * _BOUND_MARGIN >= best_total:
+                    break
+                _, _, seconds, exposed = self.cost(tm, tn, split, m, n, k, b, eff, _num.FLOATS)
+                total, at = float(seconds + exposed), c * len(SPLIT_K) + s
+                if total < best_total or (total == best_total and at < best_at):
+                    best_at, best_total = at, total
+        return best_at
+
+
 def matmul(
     hw: Hardware,
     m: Num,
@@ -88,111 +190,14 @@ def matmul(
     peak, unit = hw.matrix_peak(dtype)
     aligned = _aligned(k, s_in, hw.alignment_bytes) & _aligned(n, s_in, hw.alignment_bytes)
     eff = hw.eff_matmul * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
-    slots = hw.units * hw.concurrent_tiles_per_unit
-    pairs = [tile] if tile is not None else list(hw.tiles)
-    bw = hw.memory_bytes_per_s * hw.eff_memory
+    search = _TileSearch(hw, peak, s_in, s_out, [tile] if tile is not None else list(hw.tiles))
+    slots = search.slots
     point = _num.is_point(m, n, k, b)
-
-    def output_tiles(tm: Num, tn: Num, m: Num, n: Num, b: Num, xp: _num.Ops) -> Num:
-        return b * xp.ceil(m / tm) * xp.ceil(n / tn)
-
-    def partial_sums_s(split: Num, m: Num, n: Num, b: Num) -> Num:
-        """The second kernel of a split: it reads and writes the split's fp32 partial outputs."""
-        return 2.0 * PARTIAL_BYTES * split * b * m * n / bw
-
-    def cost(
-        tm: Num,
-        tn: Num,
-        split: Num,
-        m: Num = m,
-        n: Num = n,
-        k: Num = k,
-        b: Num = b,
-        eff: Num = eff,
-        xp: _num.Ops = _num.FLOATS if point else _num.ARRAYS,
-    ) -> tuple[Num, Num, Num, Num]:
-        """Work units, waves, math time and exposed time of tm × tn output tiles over k split `split` ways."""
-        out_tiles = output_tiles(tm, tn, m, n, b, xp)
-        depth = xp.ceil(k / split)
-        tiles = out_tiles * split
-        waves = xp.ceil(tiles / slots)
-        # One wave: every slot computes a tm × tn tile over its k slice (2·tm·tn·depth FLOPs) at peak / slots.
-        seconds = waves * slots * 2.0 * tm * tn * depth / (peak * eff)
-        is_split = split > 1
-        out_size = xp.where(is_split, PARTIAL_BYTES, s_out)
-        tile_bytes = (tm + tn) * xp.minimum(depth, K_STEP) * s_in + tm * tn * out_size
-        exposed = waves * tile_bytes * xp.minimum(tiles, slots) / bw
-        # Split: the partial tiles are summed by a second kernel (`launches`), which reads and writes them; only an
-        # under-filled grid is split.
-        seconds = xp.where(is_split, seconds + partial_sums_s(split, m, n, b), seconds)
-        exposed = xp.where(is_split, xp.where(out_tiles < slots, exposed + hw.launch_s, math.inf), exposed)
-        return tiles, waves, seconds, exposed
-
-    def fastest(grid_shape: tuple[int, ...], *sizes: Num) -> NDArray[np.intp]:
-        """Index of the first least total over every (candidate, split) pair, a library's pick, as c·splits + s: the
-        pairs on two leading axes, the points (`sizes`, broadcasting to `grid_shape`) after them."""
-        candidates = np.asarray(pairs, dtype=np.float64)
-        ones = (1,) * len(grid_shape)
-        tm, tn = candidates[:, 0].reshape(-1, 1, *ones), candidates[:, 1].reshape(-1, 1, *ones)
-        m, n, k, b, eff = sizes
-        _, _, grid_s, grid_exposed = cost(tm, tn, _SPLITS.reshape(1, -1, *ones), m, n, k, b, eff, _num.ARRAYS)
-        total = np.broadcast_to(grid_s + grid_exposed, (len(candidates), len(SPLIT_K), *grid_shape))
-        out: NDArray[np.intp] = np.argmin(total.reshape(len(candidates) * len(SPLIT_K), -1), axis=0)
-        return out.reshape(grid_shape)
-
-    def fastest_point() -> int:
-        """`fastest` for one point in floats: the first least total over the same (candidate, split) pairs. A split
-        is considered only where the grid is under-filled (elsewhere `cost` makes it infinite, never the least).
-
-        Pairs that cannot win are not costed (branch and bound): every pair computes at least its output tiles'
-        whole k loop, work = out_tiles·2·tm·tn·k / (peak·eff) (waves·slots ≥ tiles, split·⌈k/split⌉ ≥ k), and a
-        split adds its second launch and its partial sums, which grow with the split. A bound at or above the best
-        total so far rules the pair out, and for a split every deeper one; candidates are visited by increasing
-        work, so the best is found early. `_BOUND_MARGIN` keeps rounding from lifting a bound above the total it
-        bounds, so a pair ruled out is strictly slower, and ties go to the first pair in the grid's order."""
-        works = []
-        for tm, tn in pairs:
-            out_tiles = output_tiles(tm, tn, m, n, b, _num.FLOATS)
-            works.append((out_tiles * 2.0 * tm * tn * k / (peak * eff) * _BOUND_MARGIN, out_tiles))
-        best_at, best_total = 0, math.inf
-        for c in sorted(range(len(pairs)), key=lambda c: works[c][0]):
-            (tm, tn), (work, out_tiles) = pairs[c], works[c]
-            if work >= best_total:
-                break  # and every later candidate: its work is no less
-            for s, split in enumerate(SPLIT_K if out_tiles < slots else SPLIT_K[:1]):
-                if s and work + (hw.launch_s + partial_sums_s(split, m, n, b)) * _BOUND_MARGIN >= best_total:
-                    break
-                _, _, seconds, exposed = cost(tm, tn, split)
-                total, at = float(seconds + exposed), c * len(SPLIT_K) + s
-                if total < best_total or (total == best_total and at < best_at):
-                    best_at, best_total = at, total
-        return best_at
-
-    shape = () if point else np.broadcast_shapes(np.shape(m), np.shape(n), np.shape(k), np.shape(b))
-    size = math.prod(shape)
-    pick: int | NDArray[np.intp]
-    if point:
-        pick = fastest_point()
-    elif size <= _SEARCH_CHUNK:
-        pick = fastest(shape, m, n, k, b, eff)
-    else:  # chunks of points, so that the grid's temporaries stay in cache (twice as fast at 10 000 points)
-        flat = [np.broadcast_to(x, shape).reshape(-1) for x in (m, n, k, b, eff)]
-        chunks = [(i, min(i + _SEARCH_CHUNK, size)) for i in range(0, size, _SEARCH_CHUNK)]
-        pick = np.concatenate([fastest((j - i,), *(x[i:j] for x in flat)) for i, j in chunks]).reshape(shape)
+    tile_m, tile_n, split_k = search.pick(m, n, k, b, eff, point)
     # The winner's figures, computed again from its tile and split alone: the same arithmetic on the same numbers
     # (identical), and cheaper than gathering them from the grid.
-    tile_m: Num
-    tile_n: Num
-    split_k: Num
-    if point:  # one point: its figures in floats (`roofline._num`)
-        choice_at, split_at = divmod(int(pick), len(SPLIT_K))
-        tile_m, tile_n = float(pairs[choice_at][0]), float(pairs[choice_at][1])
-        split_k = float(SPLIT_K[split_at])
-    else:
-        candidates = np.asarray(pairs, dtype=np.float64)
-        choice, split_index = np.divmod(pick, len(SPLIT_K))
-        tile_m, tile_n, split_k = arr(candidates[choice, 0]), arr(candidates[choice, 1]), arr(_SPLITS[split_index])
-    tiles, waves, best_s, exposed_s = cost(tile_m, tile_n, split_k)
+    xp = _num.FLOATS if point else _num.ARRAYS
+    tiles, waves, best_s, exposed_s = search.cost(tile_m, tile_n, split_k, m, n, k, b, eff, xp)
     best = {"tiles": tiles, "waves": waves, "tile_m": tile_m, "tile_n": tile_n, "split_k": split_k}
     exposed_s = exposed_s - _num.where(split_k > 1, hw.launch_s, 0.0)  # the second launch is counted apart
     flops = 2.0 * b * m * n * k
