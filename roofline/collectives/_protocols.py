@@ -39,9 +39,8 @@ from roofline.collectives._schedules import BUFFER_COPY, Step
 from roofline.collectives._topology import Hierarchical, Link, Topology
 
 # A GPU collective library call (NCCL/RCCL): kernel launch, argument set-up and the first handshake. llm-analysis
-# floors every intra-node collective at 8 µs (`intra_node_min_message_latency`, gpu_configs/*.json); nccl-tests
-# on A100 nodes bottom out at 9-10 µs for one step (aiconfigurator's A100 tables). NCCL's own model puts 6.6 µs
-# (LL) and 8.4 µs (Simple) of base latency on a ring (baseLat, above); 8 µs stands for both.
+# floors every intra-node collective at 8 µs (`intra_node_min_message_latency`, gpu_configs/*.json). NCCL's own
+# model puts 6.6 µs (LL) and 8.4 µs (Simple) of base latency on a ring (baseLat, above); 8 µs stands for both.
 GPU_LIBRARY_LAUNCH_S = 8e-6
 # Extra per-step latency of the full-bandwidth ("Simple") protocol over the low-latency one (NCCL's hwLat, above:
 # 3.4 − 0.6 µs per NVLink ring step, 14.0 − 2.7 µs per network step).
@@ -51,10 +50,9 @@ LL_PAYLOAD = 0.5  # NCCL LL: 4 bytes of data and a 4-byte flag in each 8-byte st
 # What a ring reaches with LL, as a fraction of its Simple bus bandwidth: NCCL's tuning model (src/graph/tuning.cc,
 # the "model refinements" of ncclTopoTuneModel: busBw × 1/3, × 1/4 for all-reduce and reduce and on more than one
 # node, capped by llMaxBw, 87.7 GB/s on one Ampere node, which an A100 ring (≤ 235 GB/s / 3) never reaches). Below
-# the half payload, the receiving threads poll every 8-byte line for its flag. Measured: aiconfigurator's 2-GPU
-# all-reduce (NCCL 2.27.3) from 256 to 512 KiB adds 4.1 µs per 256 KiB, 64 GB/s of bus bandwidth against 235/4 = 59.
-# The fractions are NCCL 2.13.4's; NCCL 2.29.7's tuning.cc charges busBw × .5 capped by llMaxBw (87.7 GB/s), further
-# from those 64 GB/s, so the older figures stay.
+# the half payload, the receiving threads poll every 8-byte line for its flag. The fractions are NCCL 2.13.4's (RCCL,
+# above); NCCL 2.29.7's tuning.cc charges busBw × .5 capped by llMaxBw (87.7 GB/s) instead (why the older figures
+# stay: docs/model/collectives.md).
 LL_RING_BUS_FRACTION = 1 / 3
 LL_RING_REDUCE_BUS_FRACTION = 1 / 4
 

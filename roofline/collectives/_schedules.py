@@ -14,9 +14,7 @@ from roofline.collectives._topology import Flat, Hierarchical, Link, Ring, Switc
 # user's buffers and the send FIFO, as streams of V/n through device memory per rank. NCCL's ring kernels (RCCL, in
 # `_protocols`' docstring: `runRing`) open every loop with that step: an out-of-place all-gather with `directCopySend`
 # (reads the input chunk, writes it to the rank's own slot of the output and to the send buffer: 3 streams),
-# reduce-scatter and all-reduce with `send` (reads the input chunk, writes the send buffer: 2). Measured
-# (aiconfigurator, NCCL 2.27.3, 512 MiB): the time beyond the link steps is 1.4-1.5 times larger for all-gather than
-# for reduce-scatter on 2, 4 and 8 GPUs, as 3 : 2.
+# reduce-scatter and all-reduce with `send` (reads the input chunk, writes the send buffer: 2).
 BUFFER_COPY_STREAMS = {"all_gather": 3, "reduce_scatter": 2, "all_reduce": 2}
 BUFFER_COPY = "buffer copy"
 

@@ -9,6 +9,14 @@ from roofline._hardware import Hardware, dtype_bytes
 from roofline._kernels import Kernel
 from roofline.ops._flash import flash_tiles
 
+# TensorRT-LLM's XQA decode kernel packs the query heads of one K/V head into one thread block for groups of at
+# most 32 query heads (`XQA_KV_ROUND_TRIPS` cites its source); larger groups fall back to its masked-MHA kernel, one
+# thread block per query head. Its blocks have 256 threads for long caches (FasterTransformer's and TensorRT-LLM's
+# mmha launcher: 64, 128 or 256 threads as the cache grows), so units × threads per unit / 256 of them are resident.
+# RL-ASSUME: occupancy is limited by threads alone.
+DECODE_MAX_PACKED_GROUP = 32
+MMHA_BLOCK_THREADS = 256
+
 
 def causal_pairs(q_len: Num, kv_len: Num) -> Num:
     """Query-key pairs a causal mask keeps when the q_len queries are the last of kv_len positions:
@@ -82,9 +90,7 @@ def attention(
     # Decode that runs masked MHA (groups over `DECODE_MAX_PACKED_GROUP`): one thread block per query head, each
     # reading its group's K and V. The first read comes from device memory; the other group − 1 come from L2 (when
     # the device's L2 bandwidth is known) while the group's blocks stream it together (below), from device memory
-    # otherwise. Measured (aiconfigurator, TensorRT-LLM on A100), with the first K/V step below: decode median
-    # 20.5 -> 20.3 %, p90 59.6 -> 58.1 %; the masked-MHA rows (groups 48-128) now sit 17-19 % fast at the profile's
-    # L2 peak, where they read shared K/V at ~3.8 TB/s.
+    # otherwise.
     group = h / kvh
     per_head = (q == 1.0) & (group > DECODE_MAX_PACKED_GROUP)
     shared = _num.where(per_head, (group - 1.0) * (k_bytes + v_bytes), 0.0)
@@ -121,13 +127,3 @@ def attention(
     kernel.launches = launches
     kernel.extra = {"query_block_rows": br + _num.zeros_like(q), "kv_reads": rereads, **tiles}
     return [kernel]
-
-
-# TensorRT-LLM's XQA decode kernel packs the query heads of one K/V head into one thread block for groups of at
-# most 32 query heads; larger groups fall back to its masked-MHA kernel, one thread block per query head (the
-# measured table's cliff: 32 query heads per K/V head run at GQA cost, 48 and more at many times it). Its blocks
-# have 256 threads for long caches (FasterTransformer's and TensorRT-LLM's mmha launcher: 64, 128 or 256 threads
-# as the cache grows), so units × threads per unit / 256 of them are resident. RL-ASSUME: occupancy is limited by
-# threads alone.
-DECODE_MAX_PACKED_GROUP = 32
-MMHA_BLOCK_THREADS = 256

@@ -42,18 +42,16 @@ XQA_WARP_KEYS = 64.0  # warpTile.x
 XQA_CTA_KEYS = XQA_WARPS * XQA_WARP_KEYS  # ctaTile.x
 XQA_ROW_MAX_LOADS = 8.0  # mergeRowMax<8>
 XQA_TILE_BUFFERS = 2.0  # nbTileBuffers
-# Measured (aiconfigurator, TensorRT-LLM 1.0 on A100): decode median 20.3 -> 19.5 %, p90 58.1 -> 53.2 % (the third
-# round trip alone: 19.8 %, 53.2 %). What the source does not explain: a wave of XQA blocks over 2-8 cached keys
-# takes ~6.3 µs there (7 µs at 16 query heads, ~10 µs at 24-32, whose tiles have 32 rows), the model ~2.6 µs.
+# How this compares with measured XQA decode, and what the source does not explain: docs/model/attention.md.
 
 # A decode kernel reads a paged KV cache (vLLM's PagedAttention, Kwon et al. 2023; TensorRT-LLM's XQA and masked-MHA
 # kernels read `kv_cache_block_offsets`): a thread block learns where its first K/V page lives from the block table
 # and only then can request it, two device-memory round trips in series (as an embedding waits for its token id)
 # before its first product. With one decode thread block per compute unit, no other block hides them, so every wave
 # of decode tiles (one query per sequence, packed) waits at least this many latencies. RL-ASSUME: the table entry
-# is not in L2 already; a prefill reads K and V where the QKV projection wrote them. Measured (aiconfigurator,
-# TensorRT-LLM on A100): decode median error 23.2 -> 20.7 %. XQA's own source shows a third load ahead of these, the
-# sequence length (`XQA_KV_ROUND_TRIPS`); this count stays for the kernels whose source is not on file.
+# is not in L2 already; a prefill reads K and V where the QKV projection wrote them. XQA's own source shows a third
+# load ahead of these, the sequence length (`XQA_KV_ROUND_TRIPS`); this count stays for the kernels whose source is
+# not on file.
 PAGED_KV_ROUND_TRIPS = 2.0
 
 

@@ -145,9 +145,8 @@ def softmax(
 # elements at a time ("we could make it dependent on dtype, but that would lead to different results"), first
 # accumulating Welford statistics over the row, then, after the block reduction, reading the row again (with the
 # scale and shift) to write y. RL-ASSUME: the trips of each pass wait for their load one after another (the Welford
-# update carries the running mean and count through a reciprocal from one element to the next). Measured: one
-# 2560-wide fp16 row takes ~5 µs of kernel time on A100 (vidur, Phi-2, T = 1), the time of its 10 trips at the
-# loaded latency, where a bandwidth or Little's-law view of 10 KB says well under a microsecond.
+# update carries the running mean and count through a reciprocal from one element to the next), so a short row costs
+# its trips' round trips at the loaded latency, not its bytes over the bandwidth (docs/model/memory-bound.md).
 LAYERNORM_BLOCK_THREADS = 128
 LAYERNORM_VECTOR_ELEMENTS = 4
 
