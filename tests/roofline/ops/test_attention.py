@@ -23,7 +23,6 @@ from tests.roofline.profiles import A100
 
 A100_NO_LAUNCH = replace(A100, launch_s=0.0)  # a request's launch_overhead_s = 0
 VECTOR_PEAK = A100.vector_peak("bf16")  # bf16 elementwise math runs at the fp32 vector rate on an A100
-
 PROPERTIES = settings(max_examples=60, deadline=None)
 LATENCY = 650e-9
 BW = 2039e9 * 0.9

@@ -20,7 +20,6 @@ from tests.roofline.profiles import A100
 
 A100_NO_LAUNCH = replace(A100, launch_s=0.0)  # a request's launch_overhead_s = 0
 VECTOR_PEAK = A100.vector_peak("bf16")  # bf16 elementwise math runs at the fp32 vector rate on an A100
-
 PROPERTIES = settings(max_examples=60, deadline=None)
 
 
@@ -69,11 +68,7 @@ def test_more_elements_or_tensors_never_take_less_time(
 
 
 BW = 2039e9 * 0.90
-
-
 LATENCY = 650e-9
-
-
 SCALAR_FP16_BW = 108 * 2048 * 2 / LATENCY  # 680.6 GB/s: one 2-byte load per resident thread in flight
 
 
