@@ -11,7 +11,7 @@ everything else in a step depends only on how many sequences are active. The ste
 all of them when there are at most `InferenceRun.decode_samples`, otherwise that many evenly spaced steps (and
 every step where the active batch changes), summed with the exact weights of the piecewise-linear interpolant
 between them (`linear_weights`). A step's time is affine in the context but for the attention kernel's block
-quantization, so the sampled sum is within 1e-4 of the step-by-step one (tests/roofline/test_inference.py).
+quantization, so the sampled sum is within 1e-4 of the step-by-step one (tests/roofline/inference/test_decode.py).
 
 Collectives (tensor-parallel all-reduces, pipeline sends, expert all-to-alls) are timed by `roofline.collectives`
 on the topology the service builds from the profile's fabrics.
