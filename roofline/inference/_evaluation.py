@@ -114,6 +114,7 @@ class Evaluator:
     def collective(
         self, system: System, op: str, devices: int, message_bytes: Array, dtype: str = "bf16"
     ) -> CollectiveCall:
+        """Register a collective among `devices` devices of `system` at `message_bytes` (1-D)."""
         if system.topology is None:
             raise InferenceConfigError(
                 "hardware", f"{system.hardware.name} has no interconnect for a {devices}-device {op}"
@@ -123,6 +124,12 @@ class Evaluator:
         return call
 
     def run(self) -> None:
+        """Evaluate every collective and op registered so far, each group of alike ones in one call."""
+        self._run_collectives()
+        self._run_ops()
+
+    def _run_collectives(self) -> None:
+        """Collectives of one kind on one topology and group size, at every message size at once."""
         coll_groups: dict[tuple[Any, ...], list[CollectiveCall]] = {}
         for coll in self.collective_calls:
             key = (id(coll.topology), coll.op, coll.devices, coll.dtype, id(coll.correct))
@@ -153,6 +160,9 @@ class Evaluator:
                 coll.label = label
                 offset += coll.message_bytes.size
         self.collective_calls = []
+
+    def _run_ops(self) -> None:
+        """Ops of one kind with the same static arguments on the same device (`Call.key`), at every point at once."""
         groups: dict[tuple[Any, ...], list[Call]] = {}
         for call in self.calls:
             groups.setdefault(call.key, []).append(call)

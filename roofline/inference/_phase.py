@@ -73,11 +73,13 @@ class Pass:
 
 
 def pass_time(totals: dict[str, tuple[Array, float]], term: int = TIME) -> Array:
+    """One forward pass's seconds at each sample: every row's `term` summed."""
     out: Array = np.sum([values[term] for values, _ in totals.values()], axis=0)
     return out
 
 
 def timeline_row(name: str, calls: float, bytes_: float, time_s: float, raw_time_s: float | None = None) -> OpRow:
+    """A row of the pipeline's timeline that no kernel makes: the sends between stages, the bubble."""
     return OpRow(name, calls, 0.0, bytes_, 0.0, 0.0, 0.0, time_s, raw_time_s)
 
 
@@ -99,6 +101,8 @@ def op_rows(
 
 
 def communication(totals: dict[str, tuple[Array, float]], scale: Array, weights: Array) -> dict[str, float]:
+    """Seconds of a phase's collectives per group (tensor-parallel all-reduces, expert all-to-alls; the pipeline's
+    sends are added by the timeline)."""
     out = {"tensor_parallel": 0.0, "pipeline": 0.0, "expert": 0.0}
     for name, group in (("tensor_parallel_all_reduce", "tensor_parallel"), ("expert_all_to_all", "expert")):
         if name in totals:
