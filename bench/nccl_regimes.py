@@ -9,7 +9,7 @@ Ridgeline's prediction with its protocol. Then, per op and GPU count, the sizes 
 how much the measured time grows across each switch.
 
 NCCL's model, as NCCL 2.29.7's source has it (Debian's `nvidia-nccl` source package, contrib; the same tables sit
-in the read-only data of NCCL 2.27.3's `libnccl.so.2`, `roofline._collectives`' docstring):
+in the read-only data of NCCL 2.27.3's `libnccl.so.2`, the NCCL entry of `roofline.collectives`' protocols):
 - `src/graph/tuning.cc`, `ncclTunerConstantsDefaults`: baseLat[Ring] = {LL 6.6, LL128 14.0, Simple 8.4} µs,
   hwLat[NVLink][Ring] = {0.6, 1.9, 3.4} µs per step, llMaxBw[Ampere, one node] = 87.7 GB/s,
   perChMaxRingLL128Bw[Ampere] = 20 GB/s per channel.

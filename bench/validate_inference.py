@@ -8,7 +8,7 @@ clock of `op(); torch.cuda.synchronize()` per op: `transformer_A100.csv` the pre
 `transformerAR_A100.csv` one decode step at a KV length of 2048. Line order: Q_K_V, Q_mul_K, A_mul_V, Wo_proj, W1_proj,
 W2_proj, Softmax, LayerNorm_MHA, LayerNorm_FFN, GeLU, AllReduce_MHA, AllReduce_FFN.
 
-The prediction is the inference estimate itself (`roofline._inference`, built by the service's own mapping:
+The prediction is the inference estimate itself (`roofline.inference`, built by the service's own mapping:
 `service.estimates.service.to_core`, `service.inference.service.transformer` and `topologies`) for the
 `gpt3-175b` catalogue model on the `a100-sxm-80gb` catalogue profile with shipped defaults: fp16, eager attention
 (`naive`: scores, softmax and values as three kernels, as LLMCompass runs them) and unfused kernels, the whole model's

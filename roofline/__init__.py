@@ -1,11 +1,21 @@
 """The modelling core: pure Python + numpy, no web or database imports (enforced by import-linter).
 
-Ops become kernels (`roofline._ops`), kernels become estimates (`roofline._kernels`): FLOPs, bytes to and from
-device memory, compute, memory and overhead terms, and which one bounds. Every function is vectorised: sizes
-may be numpy arrays that broadcast together, so a sweep of 10 000 shapes is one call.
+Ops become kernels (`roofline.ops`: matmul, attention, memory-bound ops), kernels become estimates
+(`roofline.single`, `roofline.chain`): FLOPs, bytes to and from device memory, compute, memory and overhead terms,
+and which one bounds. Collectives are timed on interconnect topologies (`roofline.collectives`), whole inference
+runs from both (`roofline.inference`); `roofline.calibration` corrects op times with measurements. Every function
+is vectorised: sizes may be numpy arrays that broadcast together, so a sweep of 10 000 shapes is one call.
+
+The kernel machinery the families share stays in the core's private modules: numbers that are one point or many
+(`_num`), a device (`_hardware`), an estimate and the time of one kernel (`_estimate`), kernels and how they chain
+and fuse (`_kernels`).
 """
 
-from roofline._collectives import (
+from roofline import calibration
+from roofline._estimate import Bound, Estimate, kernel_time
+from roofline._hardware import DTYPE_BYTES, Hardware, dtype_bytes
+from roofline._kernels import Kernel, chain, fuse, single
+from roofline.collectives import (
     ALGORITHMS,
     GPU_LIBRARY_LAUNCH_S,
     LL_PAYLOAD,
@@ -33,9 +43,7 @@ from roofline._collectives import (
     device_topology,
     with_link,
 )
-from roofline._estimate import Bound, Estimate, kernel_time
-from roofline._hardware import DTYPE_BYTES, Hardware, dtype_bytes
-from roofline._inference import (
+from roofline.inference import (
     Corrected,
     Corrector,
     InferenceConfigError,
@@ -59,8 +67,7 @@ from roofline._inference import (
     touched_experts,
     validate_inference,
 )
-from roofline._kernels import Kernel, chain, fuse, single
-from roofline._ops import (
+from roofline.ops import (
     ACTIVATIONS,
     MISALIGNED_EFFICIENCY,
     activation,
@@ -126,6 +133,7 @@ __all__ = [
     "activation",
     "attention",
     "bus_factor",
+    "calibration",
     "causal_pairs",
     "chain",
     "collective",

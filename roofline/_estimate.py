@@ -77,7 +77,7 @@ def kernel_time(compute_s: Num, memory_s: Num, launch_s: Num, exposed_s: Num = 0
     """One kernel, in seconds: its fixed cost (launch and ramp: scheduling its blocks, filling and draining its
     pipeline, which nothing overlaps), then its work: the smooth maximum of math and memory time
     (`OVERLAP_NORM`), never less than the compute units' own timeline, math plus the waits a tiled kernel cannot
-    hide (`exposed_s`, e.g. `roofline._ops.K_STEP`).
+    hide (`exposed_s`, e.g. `roofline.ops.K_STEP`).
 
     The fixed cost is the profile's `kernel_launch_s` unless the caller gives its own (e.g. ~2.5 µs, the shortest
     kernel an A100 runs, for CUDA-graph replays that have no host launch gap).

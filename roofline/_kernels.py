@@ -25,10 +25,8 @@ def arr(x: float | Array | Sequence[float]) -> Array:
 # crossover. For a closed system (every thread waits for its load before issuing the next) the throughput lies
 # between the optimistic asymptotic bound, min(bandwidth, Little's-law rate) (p → ∞), and the pessimistic
 # balanced-job bound 1 / (1/bandwidth + 1/Little's-law rate) (p = 1) (Lazowska, Zahorjan, Graham, Sevcik,
-# "Quantitative System Performance", 1984, ch. 5, asymptotic and balanced job bounds). p = 2 sits between them.
-# Measured on A100 (vidur, Sarathi-Serve's scalar kernels, `bench.validate`): rms_norm with 2 B in flight per thread
-# runs at 0.64-0.68 TB/s, silu_and_mul and rotary with 4 B at 0.9-1.0 TB/s (the min form said 1.36), and PyTorch's
-# vectorized add with 32 B at 1.8 TB/s; p = 1 puts the add at 1.5 TB/s, p = 3 leaves rotary 23 % fast.
+# "Quantitative System Performance", 1984, ch. 5, asymptotic and balanced job bounds). p = 2 sits between them
+# (docs/model/memory-bound.md).
 MEMORY_QUEUEING_NORM = 2.0
 
 
@@ -51,10 +49,10 @@ class Kernel:
     unit: str
     consumes_whole_input: bool = False  # a matmul needs all of its chained operand, not a stream of it
     # Time the compute units spend waiting rather than computing, on top of `matrix_s`: a tiled kernel's pipeline
-    # fill and output store per wave (`roofline._ops.K_STEP`). It adds to the compute timeline, not to memory time.
+    # fill and output store per wave (`roofline.ops.K_STEP`). It adds to the compute timeline, not to memory time.
     exposed_s: Num = 0.0
     launches: Num = 1.0  # a split-K matmul is 2: the product, the sum
-    # How a streaming kernel loads (`roofline._ops.MEMORY_ACCESS`): every thread keeps one load of `access_bytes`
+    # How a streaming kernel loads (`roofline.ops.MEMORY_ACCESS`): every thread keeps one load of `access_bytes`
     # in flight, `dependent_loads` in series. None: tiled kernels (matmul, attention) that stage their loads.
     access_bytes: float | None = None
     dependent_loads: float = 1.0

@@ -22,7 +22,7 @@ PerElement = Annotated[float, Field(ge=0, le=limits.MAX_PER_ELEMENT, allow_inf_n
 class MemoryAccess(StrEnum):
     """How a memory-bound kernel loads: `vectorized` 16-byte loads per thread (PyTorch, Triton, XLA kernels),
     `scalar` one element per load (simple hand-written kernels). Scalar loads keep fewer bytes in flight and, by
-    Little's law, reach a fraction of device bandwidth on GPUs (`roofline._ops.MEMORY_ACCESS`)."""
+    Little's law, reach a fraction of device bandwidth on GPUs (`roofline.ops.MEMORY_ACCESS`)."""
 
     vectorized = "vectorized"
     scalar = "scalar"
@@ -35,7 +35,7 @@ ACCESS_FIELD = Field(
 
 
 class ElementFn(StrEnum):
-    """Elementwise functions with a measured XLA ALU cost (`roofline._alu.FUNCTIONS`)."""
+    """Elementwise functions with a measured XLA ALU cost (`roofline.ops.FUNCTIONS`)."""
 
     add = "add"
     atan2 = "atan2"

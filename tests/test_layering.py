@@ -43,3 +43,20 @@ def test_the_check_fails_when_the_core_imports_the_web_stack_or_the_worker_impor
     broken = [c["name"] for c in contracts if f"{c['name']} BROKEN" in result.stdout]
     assert "The modelling core imports numpy and the standard library only" in broken
     assert "The worker never imports the service or the database stack" in broken
+
+
+def test_outside_the_core_only_its_public_modules_are_imported() -> None:
+    """`roofline` and its sub-packages (`roofline.ops`, `roofline.collectives`, `roofline.inference`,
+    `roofline.calibration`) are the core's interface; a module whose name starts with an underscore is private to
+    the package that holds it, so nothing outside `roofline/` (bench and tests included) imports one."""
+    import grimp  # installed with import-linter
+
+    graph = grimp.build_graph("roofline", "schemas", "hardware_db", "service", "worker", "migrations", "bench", "tests")
+    private = {m for m in graph.find_descendants("roofline") if any(p.startswith("_") for p in m.split(".")[1:])}
+    offenders = sorted(
+        f"{importer} imports {imported}"
+        for imported in private
+        for importer in graph.find_modules_that_directly_import(imported)
+        if importer.split(".")[0] != "roofline"
+    )
+    assert offenders == []

@@ -163,7 +163,7 @@ def attention_parts(
     values = {"batch": b, "heads": h, "head_dim": d, "q_len": q, "kv_len": kv}
     if phase == "generation":
         # TensorRT-LLM's decode kernels: XQA packs the query heads of a K/V head in one thread block, masked MHA
-        # (groups over 32) runs a block per query head that re-reads the shared K/V (`roofline._ops`,
+        # (groups over 32) runs a block per query head that re-reads the shared K/V (`roofline.ops`,
         # DECODE_MAX_PACKED_GROUP): the core picks between them from the shape.
         values["kv_heads"] = np.full_like(h, kvh)
     parts = [Part(att, values)]

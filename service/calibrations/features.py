@@ -81,13 +81,13 @@ def describe_sized(
 
 
 _RESULT_OP: TypeAdapter[Any] = TypeAdapter(ResultOp)
-# roofline._ops keyword → schemas.ops field, where they differ.
+# roofline.ops keyword → schemas.ops field, where they differ.
 _FIELD_NAMES = {"access": "memory_access"}
 
 
 def template_of(op: str, static: dict[str, Any], sizes: dict[str, Any]) -> dict[str, Any] | None:
     """The stored form (schemas.benchmarks.ResultOp as JSON) of the ops an inference run evaluates as one group
-    (`roofline.OpGroup`: a `roofline._ops` function and its keyword arguments, or a collective), with every feature
+    (`roofline.OpGroup`: a `roofline.ops` function and its keyword arguments, or a collective), with every feature
     size 1 and every other field set; None when no op kind describes them (a dtype or flag the schemas do not take,
     or a field that is part of the variant, such as attention's kv_heads, varying within the group)."""
     if op == "collective":

@@ -1,7 +1,7 @@
 """Turn inference requests into roofline runs and the core's estimates into responses. No formulas here.
 
 Hardware is resolved and mapped exactly as for op estimates (`service.estimates.service.resolve_hardware` and
-`to_core`); the model comes from the catalogue or inline; `roofline._inference` does the rest.
+`to_core`); the model comes from the catalogue or inline; `roofline.inference` does the rest.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_seed_004_through_the_api(client: TestClient) -> None:
     scores = op(both[0], "decode", "attention_scores")
     assert scores["calls_per_pass"] == layers
     speedup = both[0]["decode_time_s"] / both[1]["decode_time_s"]
-    assert 1.15 < speedup < 1.4  # the calculator says 1.02: see tests/roofline/test_inference.py
+    assert 1.15 < speedup < 1.4  # the calculator says 1.02: see tests/roofline/inference/test_seed_004.py
 
 
 def test_throughput_cost_and_energy_are_the_arithmetic_of_the_run(client: TestClient) -> None:

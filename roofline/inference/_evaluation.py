@@ -1,0 +1,187 @@
+"""Vectorised evaluation: the ops of many forward passes (of many runs, phases and decode steps) collected as calls,
+and every group of alike calls (one kind of op with the same static arguments on the same device) evaluated in one
+numpy call, collectives likewise; a `Corrector` sees each group once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from roofline._hardware import Hardware
+from roofline._kernels import Kernel, single
+from roofline._num import Array
+from roofline.collectives import Topology, collective
+from roofline.inference._config import Corrector, InferenceConfigError, IntArray, OpGroup, System
+from roofline.ops import activation, attention, elementwise, embedding, layernorm, matmul, rotary, softmax
+
+_OPS: dict[str, Callable[..., list[Kernel]]] = {
+    "matmul": matmul,
+    "attention": attention,
+    "softmax": softmax,
+    "layernorm": layernorm,
+    "elementwise": elementwise,
+    "activation": activation,
+    "rotary": rotary,
+    "embedding": embedding,
+}
+TERMS = ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s", "raw_time_s")
+TIME, RAW_TIME = 5, 6  # rows of a result: the (corrected) time, and the model's own
+
+
+class Call:
+    """One op of a forward pass at `points` points (1-D `sizes`); `index` maps the phase's samples to the points.
+    Calls with equal `key` are evaluated together."""
+
+    __slots__ = (
+        "adjust", "correct", "hw", "index", "key", "label", "method", "op", "points", "result", "sizes", "static",
+        "vector_dtype",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        hw: Hardware,
+        op: str,
+        static: tuple[tuple[str, Any], ...],
+        sizes: dict[str, Array],
+        index: IntArray,
+        vector_dtype: str,
+        adjust: tuple[tuple[str, float], ...] = (),
+        correct: Corrector | None = None,
+    ) -> None:
+        self.hw, self.op, self.static, self.sizes, self.index = hw, op, static, sizes, index
+        self.vector_dtype, self.adjust, self.correct = vector_dtype, adjust, correct
+        self.points = len(next(iter(sizes.values())))
+        self.key = (id(hw), op, static, adjust, vector_dtype, tuple(sizes), id(correct))
+        self.result: Array = _NO_RESULT  # TERMS × points, once evaluated
+        self.method: IntArray = _NO_METHOD  # per point, once evaluated: how a corrector made its time (0: none)
+        self.label = ""
+
+
+_NO_RESULT: Array = np.zeros((len(TERMS), 0))
+_NO_METHOD: IntArray = np.zeros(0, dtype=np.int64)
+
+
+def _apply(kernels: list[Kernel], adjust: tuple[tuple[str, float], ...]) -> None:
+    """Storage types the op functions take as one dtype: a matmul's weight operand (B) read at the weight or KV
+    dtype, flash attention's K/V at the KV dtype, a gated epilogue writing half of its product's columns."""
+    main = kernels[0]
+    for what, factor in adjust:
+        if what == "b_operand":
+            main.external_in_bytes = main.external_in_bytes + main.extra["b_bytes"] * (factor - 1.0)
+        elif what == "external":
+            main.external_in_bytes = main.external_in_bytes * factor
+        elif what == "out":
+            main.out_bytes = main.out_bytes * factor
+        else:  # pragma: no cover - internal
+            raise ValueError(f"unknown adjustment {what!r}")
+
+
+@dataclass
+class CollectiveCall:
+    """One collective at `message_bytes` (1-D) among `devices` devices of a system."""
+
+    topology: Callable[[int], Topology]
+    op: str
+    devices: int
+    message_bytes: Array
+    owner: int
+    dtype: str = "bf16"
+    correct: Corrector | None = None
+    time_s: Array = field(default_factory=lambda: np.zeros(0))  # corrected, when there is a corrector
+    raw_time_s: Array = field(default_factory=lambda: np.zeros(0))
+    method: IntArray = field(default_factory=lambda: _NO_METHOD)
+    label: str = ""
+
+    def seconds(self, term: int) -> Array:
+        return self.time_s if term == TIME else self.raw_time_s
+
+
+class Evaluator:
+    """Collects the ops of many passes and evaluates each group of alike ops in one vectorised call."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.collective_calls: list[CollectiveCall] = []
+        self.owner = 0  # the run whose ops are being added
+
+    def add(self, call: Call) -> Call:
+        self.calls.append(call)
+        return call
+
+    def collective(
+        self, system: System, op: str, devices: int, message_bytes: Array, dtype: str = "bf16"
+    ) -> CollectiveCall:
+        """Register a collective among `devices` devices of `system` at `message_bytes` (1-D)."""
+        if system.topology is None:
+            raise InferenceConfigError(
+                "hardware", f"{system.hardware.name} has no interconnect for a {devices}-device {op}"
+            )
+        call = CollectiveCall(system.topology, op, devices, message_bytes, self.owner, dtype, system.correct)
+        self.collective_calls.append(call)
+        return call
+
+    def run(self) -> None:
+        """Evaluate every collective and op registered so far, each group of alike ones in one call."""
+        self._run_collectives()
+        self._run_ops()
+
+    def _run_collectives(self) -> None:
+        """Collectives of one kind on one topology and group size, at every message size at once."""
+        coll_groups: dict[tuple[Any, ...], list[CollectiveCall]] = {}
+        for coll in self.collective_calls:
+            key = (id(coll.topology), coll.op, coll.devices, coll.dtype, id(coll.correct))
+            coll_groups.setdefault(key, []).append(coll)
+        for colls in coll_groups.values():
+            head = colls[0]
+            try:
+                # A send_recv over a group's topology is between neighbours: across nodes when the group spans them.
+                topology = head.topology(head.devices)
+                messages = np.concatenate([c.message_bytes for c in colls])
+                raw = np.asarray(collective(head.op, messages, topology).time_s, dtype=np.float64)
+            except ValueError as err:
+                field_ = {"all_reduce": "parallelism.tensor", "all_to_all": "parallelism.expert"}.get(
+                    head.op, "parallelism.pipeline"
+                )
+                message = err.message if isinstance(err, InferenceConfigError) else str(err)
+                raise InferenceConfigError(field_, message, min(c.owner for c in colls)) from None
+            raw = np.broadcast_to(raw, messages.shape)
+            seconds, method, label = raw, np.zeros(raw.shape, dtype=np.int64), ""
+            if head.correct is not None:
+                static = {"collective": head.op, "devices": head.devices, "dtype": head.dtype}
+                fixed = head.correct(OpGroup("collective", static, {"bytes": messages}, raw, raw))
+                seconds, method, label = fixed.time_s, fixed.method, fixed.label
+            offset = 0
+            for coll in colls:
+                part = slice(offset, offset + coll.message_bytes.size)
+                coll.time_s, coll.raw_time_s, coll.method = seconds[part], raw[part], method[part]
+                coll.label = label
+                offset += coll.message_bytes.size
+        self.collective_calls = []
+
+    def _run_ops(self) -> None:
+        """Ops of one kind with the same static arguments on the same device (`Call.key`), at every point at once."""
+        groups: dict[tuple[Any, ...], list[Call]] = {}
+        for call in self.calls:
+            groups.setdefault(call.key, []).append(call)
+        for calls in groups.values():
+            first = calls[0]
+            sizes = {name: np.concatenate([c.sizes[name] for c in calls]) for name in first.sizes}
+            kernels = _OPS[first.op](first.hw, **sizes, **dict(first.static))
+            _apply(kernels, first.adjust)
+            est = single(kernels, first.hw, first.hw.vector_peak(first.vector_dtype), first.hw.launch_s)
+            terms = (est.flops, est.bytes, est.compute_s, est.memory_s, est.overhead_s, est.time_s, est.time_s)
+            values = np.stack(terms).astype(np.float64)
+            how, label = np.zeros(values.shape[1], dtype=np.int64), ""
+            if first.correct is not None:
+                work = values[TIME] - values[4]
+                fixed = first.correct(OpGroup(first.op, dict(first.static), sizes, work, values[RAW_TIME].copy()))
+                values[TIME], how, label = fixed.time_s, fixed.method, fixed.label
+            start = 0
+            for c in calls:
+                stop = start + c.points
+                c.result, c.method, c.label = values[:, start:stop], how[start:stop], label
+                start = stop
+        self.calls = []

@@ -1,0 +1,322 @@
+"""The op list of a layer: every kernel (and collective) one device runs in one forward pass through the model's
+layers, registered with the evaluator as calls over the pass's sample points.
+
+Per layer: the attention norm; the QKV projection, rotary and attention (or DeepSeek's latent attention); the
+output projection; Megatron's all-reduce when the layer is split over a tensor group; the FFN norm; a dense FFN or
+the routed (and shared) experts with their all-to-all; and, once per pass, the embedding lookup, the final norm and
+the LM head.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from roofline._hardware import dtype_bytes
+from roofline._num import Array
+from roofline.inference._config import InferenceRun, IntArray
+from roofline.inference._evaluation import Call, Evaluator
+from roofline.inference._memory import expert_shard, is_window_layer, kv_heads_per_device, touched_experts
+from roofline.inference._phase import Pass
+
+# PyTorch's softmax keeps a row of at most 1024 elements in registers (one pass, online max and sum); longer rows go
+# to its block softmax, which reads the input three times (aten/src/ATen/native/cuda/SoftMax.cu, host_softmax; the
+# same rule bench/validate.py applies to LLMCompass's measured softmax).
+ONLINE_SOFTMAX_MAX_COLS = 1024
+
+FUSED_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu", "silu": "silu", "relu": "relu"}
+GATED_ACTIVATION = {"gelu": "geglu", "gelu_tanh": "geglu", "silu": "swiglu"}
+
+
+class LayerOps:
+    """Registers the ops of one forward pass through every layer, per device and per micro-batch, into `ps`.
+
+    `tokens` (new tokens in the micro-batch) and `sequences` are arrays over the samples; `attn` is (sequences, query
+    length, keys) per attention point (one per sample in the decode; one per distinct prompt length in the prefill).
+    """
+
+    def __init__(
+        self,
+        run: InferenceRun,
+        ev: Evaluator,
+        ps: Pass,
+        tokens: Array,
+        attn: tuple[Array, Array, Array],
+        sequences: Array,
+        prefill: bool,
+    ) -> None:
+        self.run, self.ev, self.ps, self.sequences, self.prefill = run, ev, ps, sequences, prefill
+        m, par, prec = run.model, run.parallelism, run.precision
+        self.m, self.par, self.prec = m, par, prec
+        self.t, self.fused = par.tensor, run.fused
+        self.act = prec.activations
+        self.s_act = dtype_bytes(self.act)
+        self.w_factor = dtype_bytes(prec.weights) / self.s_act
+        self.table_factor = dtype_bytes(prec.tables) / self.s_act
+        self.kv_factor = dtype_bytes(prec.kv_cache) / self.s_act
+        self.d, self.hd = float(m.hidden), float(m.head_dim)
+        self.h_dev, self.kvh_dev = m.heads / self.t, kv_heads_per_device(m, self.t)
+        self.g = 2.0 if m.gated else 1.0
+        self.layers = float(m.layers)
+        self.bias: tuple[str, ...] = ("bias",) if m.bias else ()
+
+        # Everything but attention depends only on the tokens in the pass: evaluated once per distinct count.
+        self.tok, self.inv = _unique(tokens)
+
+        # Fused, the up projection's epilogue applies the activation; a gated pair writes act(gate)·up, half of
+        # the product's columns.
+        self.up_epilogue = (*self.bias, FUSED_ACTIVATION[m.activation])
+        self.up_out = 0.5 if m.gated and self.fused else 1.0
+
+        window = is_window_layer(m, np.arange(m.layers))
+        self.n_local = float(window.sum())
+        self.n_moe = float(m.layers - m.moe.dense_layers) if m.moe is not None else 0.0
+        self.n_dense = self.layers - self.n_moe
+
+        self.a_seq, self.a_q, self.a_kv = attn
+        self.a_index = np.zeros(0, dtype=np.int64) if prefill else np.arange(self.a_seq.size, dtype=np.int64)
+
+    def register(self) -> None:
+        """Every op of the pass, in the order a layer runs them (the order of the breakdown's rows)."""
+        self.embedding()
+        self.norm("attention_norm", self.layers)
+        attention_out = self.attention() if self.m.mla is None else self.latent_attention()
+        self.linear("output_projection", self.d, attention_out, self.layers, (*self.bias, "residual"))
+        if not self.fused:
+            self.residual_add(self.layers)
+        self.tensor_parallel_all_reduce()
+        self.norm("ffn_norm", self.layers)
+        if self.n_dense > 0:
+            self.dense_ffn()
+        if self.m.moe is not None and self.n_moe > 0:
+            self.experts()
+        self.lm_head()
+
+    # -- the kinds of op ------------------------------------------------------------------------------------------
+
+    def call(
+        self, op: str, sizes: dict[str, Array], static: dict[str, Any], index: IntArray,
+        adjust: tuple[tuple[str, float], ...] = (),
+    ) -> Call:  # fmt: skip
+        """Register one op (a `roofline.ops` function's keyword arguments) at the pass's points."""
+        items = tuple(sorted(static.items()))
+        run = self.run
+        return self.ev.add(
+            Call(run.system.hardware, op, items, sizes, index, run.precision.activations, adjust, run.system.correct)
+        )
+
+    def linear(
+        self, name: str, n: Array | float, k: Array | float, count: float, epilogue: tuple[str, ...] = (),
+        out: float = 1.0, rows: Array | None = None, batch: Array | float = 1.0, weight: float | None = None,
+        index: IntArray | None = None,
+    ) -> None:  # fmt: skip
+        """y = x·W: a matmul whose B operand (the weights) is read at the weight dtype's size."""
+        mm = self.tok if rows is None else rows
+        sizes = {name_: _full(value, mm.shape) for name_, value in (("m", mm), ("n", n), ("k", k), ("batch", batch))}
+        adjust: tuple[tuple[str, float], ...] = (("b_operand", self.w_factor if weight is None else weight),)
+        if out != 1.0:
+            adjust = (*adjust, ("out", out))
+        epi = tuple(e for e in epilogue if self.fused or e == "bias")  # eager linear layers add their bias (addmm)
+        static = {"dtype": self.act, "epilogue": epi, "fuse_epilogue": True}
+        self.ps.add(name, self.call("matmul", sizes, static, self.inv if index is None else index, adjust), count)
+
+    def vector(self, name: str, op: str, count: float, static: dict[str, Any], **sizes: Array | float) -> None:
+        """A memory-bound op over the pass's tokens."""
+        shaped = {k: _full(v, self.tok.shape) for k, v in sizes.items()}
+        self.ps.add(name, self.call(op, shaped, {"dtype": self.act, **static}, self.inv), count)
+
+    def norm(
+        self, name: str, count: float, rows: Array | None = None, index: IntArray | None = None,
+        cols: float | None = None,
+    ) -> None:  # fmt: skip
+        """A layer (or RMS) norm of `rows` rows (default: the pass's tokens) of `cols` (default: hidden)."""
+        rows = self.tok if rows is None else rows
+        index = self.inv if index is None else index
+        sizes = {"rows": rows, "cols": _full(self.d if cols is None else cols, rows.shape)}
+        self.ps.add(name, self.call("layernorm", sizes, {"dtype": self.act, "rms": self.m.rms_norm}, index), count)
+
+    def activation(self, name: str, elements: Array, count: float) -> None:
+        """An FFN's activation as its own kernel; fused, it is the up projection's epilogue and nothing is added."""
+        if self.fused:
+            return
+        m = self.m
+        if m.gated and m.activation not in GATED_ACTIVATION:  # ReGLU: relu(gate) · up
+            static = {"inputs": 2, "outputs": 1, "flops_per_element": 2.0}
+            self.vector(name, "elementwise", count, static, elements=elements)
+        else:
+            fn = GATED_ACTIVATION[m.activation] if m.gated else m.activation
+            self.vector(name, "activation", count, {"function": fn}, elements=elements)
+
+    def residual_add(self, count: float) -> None:
+        """An unfused residual add: two inputs, one output of the hidden size per token."""
+        static = {"inputs": 2, "outputs": 1, "flops_per_element": 1.0}
+        self.vector("residual_add", "elementwise", count, static, elements=self.tok * self.d)
+
+    # -- embedding and attention ----------------------------------------------------------------------------------
+
+    def embedding(self) -> None:
+        """Embedding lookup: each device gathers the rows of its vocabulary slice (Megatron), all-reduced with the
+        first all-reduce; modelled as one gather of every token's row."""
+        tok, m = self.tok, self.m
+        embed = {"tokens": tok, "hidden": _full(self.d, tok.shape), "vocab": _full(m.vocab / self.t, tok.shape)}
+        self.ps.add("embedding", self.call("embedding", embed, {"dtype": self.prec.tables}, self.inv), 1.0)
+
+    def attention(self) -> float:
+        """QKV (heads split over the tensor group), rotary, attention; the width of the attention's output."""
+        self.linear("qkv_projection", (self.h_dev + 2 * self.kvh_dev) * self.hd, self.d, self.layers, self.bias)
+        if self.m.rotary and not self.fused:  # fused: applied inside the attention kernel (its FLOPs are negligible)
+            heads = self.h_dev + self.kvh_dev
+            self.vector("rotary", "rotary", self.layers, {}, tokens=self.tok, heads=heads, head_dim=self.hd)
+        self.attend(self.h_dev, self.kvh_dev, self.hd, self.hd, self.kv_factor, self.kv_factor)
+        return self.h_dev * self.hd
+
+    def latent_attention(self) -> float:
+        """Multi-head latent attention (DeepSeek-V2 §2.1): down projections to the query bottleneck and to the
+        cached latent (replicated over the tensor group), then, in the prefill, the latent is projected up to
+        per-head keys and values and attended as MHA; in the decode the up projections are absorbed (DeepSeek-V2
+        §2.1.2; FlashMLA): queries move into the latent space, attention runs over the latent as MQA (the latent
+        read once as keys and values), and the result moves back to per-head values. Returns the output's width."""
+        m, layers, d, h_dev = self.m, self.layers, self.d, self.h_dev
+        a = m.mla
+        assert a is not None
+        qk = float(a.nope_dim + a.rope_dim)
+        if a.q_lora_rank:
+            self.linear("q_down_projection", float(a.q_lora_rank), d, layers)
+            self.norm("q_norm", layers, cols=float(a.q_lora_rank))
+        self.linear("q_up_projection", h_dev * qk, float(a.q_lora_rank or d), layers)
+        self.linear("kv_down_projection", float(a.latent), d, layers)
+        self.norm("kv_norm", layers, cols=float(a.kv_lora_rank))
+        if m.rotary and not self.fused:
+            self.vector("rotary", "rotary", layers, {}, tokens=self.tok, heads=h_dev + 1.0, head_dim=float(a.rope_dim))
+        if self.prefill:
+            self.linear("kv_up_projection", h_dev * (a.nope_dim + a.v_dim), float(a.kv_lora_rank), layers)
+            self.attend(h_dev, h_dev, qk, float(a.v_dim), 1.0, 1.0)
+        else:
+            self.linear("q_absorb", float(a.kv_lora_rank), float(a.nope_dim), layers, batch=h_dev)
+            latent, lora = float(a.latent), float(a.kv_lora_rank)
+            self.attend(h_dev, 1.0, latent, lora, self.kv_factor, self.kv_factor * latent / (latent + lora))
+            self.linear("v_absorb", float(a.v_dim), lora, layers, batch=h_dev)
+        return h_dev * a.v_dim
+
+    def attend(
+        self, heads: float, kv_heads: float, qk_dim: float, v_dim: float, kv_read: float, flash_read: float
+    ) -> None:
+        """Attention of `heads` query heads over `kv_heads` K/V heads (keys of qk_dim, values of v_dim), in global
+        and windowed layers. K and V are read at `kv_read` times the activation size (eager: the B operands) or
+        `flash_read` times what the flash kernel's K and V would be (a latent read once for both)."""
+        m = self.m
+        for count, local in ((self.layers - self.n_local, False), (self.n_local, True)):
+            if count == 0:
+                continue
+            kv = np.minimum(self.a_kv, float(m.window)) if local and m.window is not None else self.a_kv
+            # A prompt longer than the window: each query sees a band of `window` keys. A non-causal q × window
+            # block has the band's pairs and reads K/V as a banded flash kernel does (the first window's
+            # triangle is counted in full: at most window / 2q over).
+            causal = not bool(np.any(kv < self.a_q))
+            if self.run.attention == "flash":
+                self.flash_attention(count, kv, causal, heads, kv_heads, (qk_dim + v_dim) / 2, flash_read)
+            else:
+                self.eager_attention(count, kv, heads, kv_heads, qk_dim, v_dim, kv_read)
+
+    def flash_attention(
+        self, count: float, kv: Array, causal: bool, heads: float, kv_heads: float, head_dim: float, read: float
+    ) -> None:
+        """One flash-attention kernel. One head dimension for both products: (qk + v)/2 gives their FLOPs and K + V
+        bytes exactly."""
+        a_seq = self.a_seq
+        sizes = {
+            "batch": a_seq, "heads": _full(heads, a_seq.shape), "kv_heads": _full(kv_heads, a_seq.shape),
+            "head_dim": _full(head_dim, a_seq.shape), "q_len": self.a_q, "kv_len": kv,
+        }  # fmt: skip
+        static = {"dtype": self.act, "causal": causal, "implementation": "flash"}
+        self.ps.add("attention", self.call("attention", sizes, static, self.a_index, (("external", read),)), count)
+
+    def eager_attention(
+        self, count: float, kv: Array, heads: float, kv_heads: float, qk_dim: float, v_dim: float, kv_read: float
+    ) -> None:
+        """Eager attention (PyTorch without a fused kernel; seed 004's calculator): S = Q·Kᵀ per KV head for its
+        group of query heads, softmax, O = S·V, three kernels through device memory; K and V are the B operands."""
+        a_seq, a_q, a_index = self.a_seq, self.a_q, self.a_index
+        mm = {"m": heads / kv_heads * a_q, "batch": a_seq * kv_heads}
+        static = {"dtype": self.act, "epilogue": (), "fuse_epilogue": True}
+        adjust = (("b_operand", kv_read),)
+        scores = self.call("matmul", {**mm, "n": kv, "k": _full(qk_dim, kv.shape)}, static, a_index, adjust)
+        self.ps.add("attention_scores", scores, count)
+        rows = a_seq * heads * a_q
+        for online in (True, False):
+            share = (kv <= ONLINE_SOFTMAX_MAX_COLS) == online
+            if np.any(share):
+                sm = self.call("softmax", {"rows": rows, "cols": kv}, {"dtype": self.act, "online": online}, a_index)
+                self.ps.add("softmax", sm, count, share.astype(np.float64))
+        values = self.call("matmul", {**mm, "n": _full(v_dim, kv.shape), "k": kv}, static, a_index, adjust)
+        self.ps.add("attention_values", values, count)
+
+    # -- communication, FFN and the LM head -----------------------------------------------------------------------
+
+    def tensor_parallel_all_reduce(self) -> None:
+        """Megatron: one all-reduce of the block's output after attention and one after the FFN."""
+        if self.t > 1:
+            coll = self.ev.collective(self.run.system, "all_reduce", self.t, self.tok * self.d * self.s_act, self.act)
+            self.ps.comm["tensor_parallel_all_reduce"] = (coll, self.inv, 2.0 * self.layers)
+
+    def dense_ffn(self) -> None:
+        """Up projection (with the activation as its epilogue when fused), activation, down projection."""
+        width = self.m.ffn / self.t
+        self.linear("ffn_up", self.g * width, self.d, self.n_dense, self.up_epilogue, self.up_out)
+        self.activation("activation", self.tok * width, self.n_dense)
+        self.linear("ffn_down", self.d, width, self.n_dense, (*self.bias, "residual"))
+        if not self.fused:
+            self.residual_add(self.n_dense)
+
+    def experts(self) -> None:
+        """A mixture-of-experts FFN: router, the experts the batch's tokens touch, shared experts, the weighted sum,
+        and the all-to-all of an expert group wider than the tensor group."""
+        m, d, g, tok, t, n_moe = self.m, self.d, self.g, self.tok, self.t, self.n_moe
+        up_epilogue, up_out = self.up_epilogue, self.up_out
+        e, ep = m.moe, float(self.par.expert)
+        assert e is not None
+        # The expert group routes the tokens of its tensor group, or of ep/t replicas when it is wider; each
+        # device holds E/ep experts, each split over t/ep devices when ep < t (`expert_shard`).
+        width = e.expert_ffn * ep / expert_shard(m, self.par)
+        group_tokens = tok * max(1.0, ep / t)
+        touched = touched_experts(e.experts, e.top_k, group_tokens) / ep  # on this device
+        pairs = group_tokens * e.top_k / ep  # token-expert pairs this device computes
+        per_expert = pairs / touched
+        self.linear("router", float(e.experts), d, n_moe, weight=self.table_factor)
+        self.linear("experts_up", g * width, d, n_moe, up_epilogue, up_out, rows=per_expert, batch=touched)
+        self.activation("experts_activation", pairs * width, n_moe)
+        self.linear("experts_down", d, width, n_moe, rows=per_expert, batch=touched)
+        inputs = e.top_k + 1.0  # the k expert outputs and the residual, weighted and summed
+        if e.shared_experts:
+            shared = e.shared_experts * e.expert_ffn / t
+            self.linear("shared_experts_up", g * shared, d, n_moe, up_epilogue, up_out)
+            self.activation("shared_experts_activation", tok * shared, n_moe)
+            self.linear("shared_experts_down", d, shared, n_moe)
+            inputs += 1.0
+        static = {"inputs": inputs, "outputs": 1, "flops_per_element": 2.0 * inputs}
+        self.vector("experts_combine", "elementwise", n_moe, static, elements=tok * d)
+        if ep > t:
+            # Dispatch and combine: each device sends its share of the tokens' k copies (Lepikhin et al. 2020).
+            message = tok * e.top_k * d * self.s_act / t
+            coll = self.ev.collective(self.run.system, "all_to_all", self.par.expert, message, self.act)
+            self.ps.comm["expert_all_to_all"] = (coll, self.inv, 2.0 * n_moe)
+
+    def lm_head(self) -> None:
+        """Final norm and the LM head on each sequence's last position (vocabulary split over the tensor group)."""
+        rows, index = _unique(self.sequences)
+        self.norm("final_norm", 1.0, rows, index)
+        self.linear("lm_head", self.m.vocab / self.t, self.d, 1.0, rows=rows, weight=self.table_factor, index=index)
+
+
+def _unique(values: Array) -> tuple[Array, IntArray]:
+    uniq, inv = np.unique(values, return_inverse=True)
+    return uniq.astype(np.float64), inv.astype(np.int64).reshape(-1)
+
+
+def _full(value: Array | float, shape: tuple[int, ...]) -> Array:
+    if isinstance(value, np.ndarray) and value.shape == shape:
+        return value
+    out: Array = np.empty(shape)
+    out[...] = value
+    return out

@@ -1,0 +1,51 @@
+"""Ops as the kernels they run, by family: matrix products and their tile search (`matmul`), attention with its
+flash tile schedule, TensorRT-LLM's XQA decode and masked MHA (`attention`), and memory-bound streaming ops
+(elementwise, activations, reductions, softmax, norms, rotary, embedding, cross-entropy).
+
+Every function takes sizes as numbers or numpy arrays that broadcast together and returns the op's kernels
+(`roofline.Kernel`); `roofline.single` and `roofline.chain` turn kernels into an `Estimate`.
+"""
+
+from roofline.ops._alu import FUNCTIONS, alu_cost
+from roofline.ops._attention import DECODE_MAX_PACKED_GROUP, attention, causal_pairs
+from roofline.ops._flash import PAGED_KV_ROUND_TRIPS, XQA_KV_ROUND_TRIPS
+from roofline.ops._matmul import EPILOGUES, K_STEP, MISALIGNED_EFFICIENCY, SPLIT_K, matmul
+from roofline.ops._memory_bound import (
+    ACTIVATIONS,
+    LAYERNORM_BLOCK_THREADS,
+    MEMORY_ACCESS,
+    activation,
+    cross_entropy,
+    elementwise,
+    embedding,
+    layernorm,
+    reduction,
+    rotary,
+    softmax,
+)
+
+__all__ = [
+    "ACTIVATIONS",
+    "DECODE_MAX_PACKED_GROUP",
+    "EPILOGUES",
+    "FUNCTIONS",
+    "K_STEP",
+    "LAYERNORM_BLOCK_THREADS",
+    "MEMORY_ACCESS",
+    "MISALIGNED_EFFICIENCY",
+    "PAGED_KV_ROUND_TRIPS",
+    "SPLIT_K",
+    "XQA_KV_ROUND_TRIPS",
+    "activation",
+    "alu_cost",
+    "attention",
+    "causal_pairs",
+    "cross_entropy",
+    "elementwise",
+    "embedding",
+    "layernorm",
+    "matmul",
+    "reduction",
+    "rotary",
+    "softmax",
+]

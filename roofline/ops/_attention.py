@@ -1,0 +1,129 @@
+"""Attention: the naive three-kernel form and flash attention (prefill, decode, masked MHA), with the tile schedule
+of `roofline.ops._flash`."""
+
+from __future__ import annotations
+
+from roofline import _num
+from roofline._estimate import Num
+from roofline._hardware import Hardware, dtype_bytes
+from roofline._kernels import Kernel
+from roofline.ops._flash import flash_tiles
+
+# TensorRT-LLM's XQA decode kernel packs the query heads of one K/V head into one thread block for groups of at
+# most 32 query heads (`XQA_KV_ROUND_TRIPS` cites its source); larger groups fall back to its masked-MHA kernel, one
+# thread block per query head. Its blocks have 256 threads for long caches (FasterTransformer's and TensorRT-LLM's
+# mmha launcher: 64, 128 or 256 threads as the cache grows), so units × threads per unit / 256 of them are resident.
+# RL-ASSUME: occupancy is limited by threads alone.
+DECODE_MAX_PACKED_GROUP = 32
+MMHA_BLOCK_THREADS = 256
+
+
+def causal_pairs(q_len: Num, kv_len: Num) -> Num:
+    """Query-key pairs a causal mask keeps when the q_len queries are the last of kv_len positions:
+    q·(kv − q) + q·(q + 1)/2."""
+    q, kv = _num.num(q_len), _num.num(kv_len)
+    return q * (kv - q) + q * (q + 1.0) / 2.0
+
+
+def attention(
+    hw: Hardware,
+    batch: Num,
+    heads: Num,
+    kv_heads: Num,
+    head_dim: Num,
+    q_len: Num,
+    kv_len: Num,
+    causal: bool = True,
+    implementation: str = "flash",
+    dtype: str = "bf16",
+) -> list[Kernel]:
+    """softmax(Q·Kᵀ/√d)·V for batch × heads queries of length q_len over kv_len keys (MHA, GQA or MQA).
+
+    FLOPs: 4·b·h·pairs·d for the two products (pairs = q·kv, or the causal count for flash, which skips masked
+    blocks; the naive form computes the full matrix and masks it). Bytes:
+    - naive: Q, K, V, O once, plus the b·h·q·kv score matrix written and read back once (seed 001: intensity
+      ≈ head_dim) unless one head's scores fit on chip, when they never leave it;
+    - flash (Dao et al. 2022; FlashAttention-2, Dao 2023): Q and O once; K and V once per query block of
+      Br = min(⌈M/4d⌉, d) rows (M = on-chip memory per unit, in elements), unless one kv head's K and V fit in
+      the cache, when the re-reads hit it (intensity ≈ q/2 for prefill).
+
+    Math time: naive, the FLOPs at the matrix peak; flash, the tile schedule of `_flash_tiles` (Br × Br blocks
+    over the device's slots, softmax work not overlapped with the products, split keys for small grids).
+    """
+    b, h, kvh, d = _num.num(batch), _num.num(heads), _num.num(kv_heads), _num.num(head_dim)
+    q, kv, s = _num.num(q_len), _num.num(kv_len), dtype_bytes(dtype)
+    peak, unit = hw.matrix_peak(dtype)
+    full_pairs = q * kv
+    q_bytes = s * b * h * q * d
+    k_bytes = v_bytes = s * b * kvh * kv * d
+
+    def product(pairs: Num, external: Num, chained: Num, out: Num, softmax: bool) -> Kernel:
+        flops = 2.0 * b * h * pairs * d
+        vector = 5.0 * b * h * pairs if softmax else 0.0
+        return Kernel(
+            flops=flops + vector,
+            matrix_s=flops / (peak * hw.eff_matmul),
+            vector_flops=vector,
+            sfu_ops=b * h * pairs if softmax else 0.0,
+            external_in_bytes=external,
+            chained_in_bytes=chained,
+            out_bytes=out,
+            peak=peak,
+            unit=unit,
+            assumptions={"attention": implementation, "causal": causal},
+        )
+
+    if implementation == "naive":
+        scores = s * b * h * full_pairs
+        fits = s * full_pairs <= hw.on_chip_bytes
+        spilled = _num.where(fits, 0.0, scores)
+        # Kernel 1: S = softmax(Q·Kᵀ) written out; kernel 2: O = S·V reads it back.
+        first = product(full_pairs, k_bytes, q_bytes, spilled, softmax=True)
+        second = product(full_pairs, v_bytes, spilled, s * b * h * q * d, softmax=False)
+        first.extra = {"score_bytes": scores, "scores_fit_on_chip": _num.where(fits, 1.0, 0.0)}
+        return [first, second]
+    pairs = causal_pairs(q, kv) if causal else full_pairs
+    m_elems = hw.local_bytes_per_unit / s if hw.local_bytes_per_unit else 1.0e5
+    br = _num.minimum(_num.ceil(m_elems / (4.0 * d)), d)
+    kv_fits = (k_bytes + v_bytes) / (b * kvh) * _num.minimum(float(hw.units), b * kvh) <= hw.cache_bytes
+    rereads = _num.where(kv_fits, 1.0, _num.maximum(1.0, _num.ceil(q / br) * pairs / full_pairs))
+    # Decode that runs masked MHA (groups over `DECODE_MAX_PACKED_GROUP`): one thread block per query head, each
+    # reading its group's K and V. The first read comes from device memory; the other group − 1 come from L2 (when
+    # the device's L2 bandwidth is known) while the group's blocks stream it together (below), from device memory
+    # otherwise.
+    group = h / kvh
+    per_head = (q == 1.0) & (group > DECODE_MAX_PACKED_GROUP)
+    shared = _num.where(per_head, (group - 1.0) * (k_bytes + v_bytes), 0.0)
+    if hw.cache_bandwidth_bytes_per_s is not None and hw.threads_per_unit is not None:
+        # The masked-MHA grid is (heads, batch, KV chunks) with the head fastest (TensorRT-LLM's
+        # decoderMaskedMultiheadAttentionTemplate.h: hi = blockIdx.x, hi_kv = hi / (heads / kv_heads)), so the blocks
+        # of one group are dispatched together and walk their K/V from the first key at the same pace: while they are
+        # resident at once, the lines one of them brings in are read by the others within a few K/V steps, and the
+        # L2 holds that window, not the whole cache. Otherwise the group's K/V must fit in L2 across its waves.
+        resident_blocks = hw.units * hw.threads_per_unit / MMHA_BLOCK_THREADS
+        resident_groups = _num.minimum(b * kvh, _num.ceil(resident_blocks / group))
+        whole_fits = resident_groups * (k_bytes + v_bytes) / (b * kvh) <= hw.cache_bytes
+        in_cache: _num.Bool = (group <= resident_blocks) | whole_fits
+    else:
+        in_cache = False
+    kernel = product(
+        pairs, (k_bytes + v_bytes) * rereads + _num.where(in_cache, 0.0, shared), q_bytes, s * b * h * q * d, True
+    )
+    kernel.cache_in_bytes = _num.where(in_cache, shared, 0.0)
+    kernel.flops = kernel.flops + 2.0 * b * h * pairs * d  # the second product, in the same kernel
+    # A block's first K/V step waits for its load: from device memory for one block of a group, from L2 for the
+    # others when their shared K/V is served there (seconds per byte, averaged over the group's blocks).
+    hbm_s_per_byte = 1.0 / (hw.memory_bytes_per_s * hw.eff_memory)
+    l2_s_per_byte = 1.0 / (hw.cache_bandwidth_bytes_per_s * hw.eff_memory) if hw.cache_bandwidth_bytes_per_s else 0.0
+    shared_share = _num.where(per_head & in_cache, (group - 1.0) / group, 0.0)
+    first_kv_s_per_byte = (1.0 - shared_share) * hbm_s_per_byte + shared_share * l2_s_per_byte
+    tiles = flash_tiles(
+        hw, (b, h, _num.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype, first_kv_s_per_byte
+    )
+    kernel.matrix_s = tiles.pop("seconds")
+    # Split keys: the partial outputs are combined by a second kernel (FlashDecoding), or inside the same one (XQA).
+    launches = tiles.pop("launches")
+    kernel.exposed_s = tiles.pop("exposed_s") - (launches - 1.0) * hw.launch_s
+    kernel.launches = launches
+    kernel.extra = {"query_block_rows": br + _num.zeros_like(q), "kv_reads": rereads, **tiles}
+    return [kernel]

@@ -1,0 +1,165 @@
+"""The tile schedule of a flash-attention kernel: thread blocks of query rows walking K/V blocks, split keys, and
+TensorRT-LLM's XQA decode kernel's own split and in-kernel merge."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from roofline import _num
+from roofline._estimate import Num
+from roofline._hardware import Hardware
+from roofline.ops._matmul import PARTIAL_BYTES, SPLIT_K
+
+# MMA instructions work on 16-row fragments (mma.m16n8k16 on Ampere and Hopper tensor cores): a tile never has fewer.
+MMA_ROWS = 16
+
+# TensorRT-LLM's XQA kernel, which runs decode for groups of 2 to `DECODE_MAX_PACKED_GROUP` query heads per K/V head
+# (TensorRT-LLM XQA mha.cu, FlashInfer 0.7.2 port, csrc/xqa/mha.cu; the sm80 kernel). Group 1 and masked MHA run
+# TensorRT-LLM's masked-MHA kernel, whose source is not on file: they keep `PAGED_KV_ROUND_TRIPS`.
+# - A thread block is 8 warps (ctaShapeInWarps {4, 1, 2}, l. 76) walking 256 keys per step (ctaTile.x = 4 × 64,
+#   l. 89-100). Its shared memory (struct SharedMem, l. 330-356: K 4 warps × 2 buffers × 64 keys × 128 B = 64 KiB,
+#   V 2 × 2 × 2 × 64 × 128 B = 64 KiB, Q, X and row maxima ~14-26 KiB for 16-32 rows) is over half of the 164 KiB an
+#   A100 SM has, and it is launched with __launch_bounds__(256, 1) on sm80 (l. 2886, 2894): one block per SM, as
+#   the profile's one tile per unit says; a decode grid runs in waves of `units` blocks.
+# - Before its first product a block waits for three device-memory loads in series: the sequence's length
+#   (getCacheSeqLen, l. 1772), the page index, read only below nbPages = ⌈length / tokensPerPage⌉ (l. 1794, 1851;
+#   mhaUtils.cuh getPage, l. 298), and the K tile at that page (loadKTilePart, l. 1945). V takes the same chain in
+#   the other warps. RL-ASSUME: each waits the profile's loaded memory latency.
+XQA_KV_ROUND_TRIPS = 3.0
+# - Keys are split over n = min(max(1, ⌊SMs / (batch · kv heads)⌋), ⌈max length / 256⌉) blocks per sequence
+#   (launchMHA, l. 3016-3029), a rule rather than a cost search. The blocks of a sequence combine inside the kernel,
+#   with no second launch: each stores its row maxima, sums and output tile to scratch and increments the sequence's
+#   semaphore (atom.acq_rel.gpu, l. 2760); the last one then reads the n row maxima 8 loads at a time
+#   (mergeRowMax<8>, l. 1485-1515, 2776), then the n tiles, each of its V warp groups (4 / min(head_dim / 64, 4),
+#   gemm1NbWarpGrps, l. 95-98) taking every other tile through a double buffer (nbTileBuffers = 2, l. 2737,
+#   2809-2818): 1 + ⌈n / 8⌉ + ⌈⌈n / groups⌉ / 2⌉ round trips in series. RL-ASSUME: the maximum length the
+#   framework passes is the op's cache length (the op knows no other); TensorRT-LLM's own host code, which may pick
+#   n otherwise, is not on file.
+XQA_WARPS = 4.0  # ctaShapeInWarps.x: the warps of each half
+XQA_WARP_KEYS = 64.0  # warpTile.x
+XQA_CTA_KEYS = XQA_WARPS * XQA_WARP_KEYS  # ctaTile.x
+XQA_ROW_MAX_LOADS = 8.0  # mergeRowMax<8>
+XQA_TILE_BUFFERS = 2.0  # nbTileBuffers
+# How this compares with measured XQA decode, and what the source does not explain: docs/model/attention.md.
+
+# A decode kernel reads a paged KV cache (vLLM's PagedAttention, Kwon et al. 2023; TensorRT-LLM's XQA and masked-MHA
+# kernels read `kv_cache_block_offsets`): a thread block learns where its first K/V page lives from the block table
+# and only then can request it, two device-memory round trips in series (as an embedding waits for its token id)
+# before its first product. With one decode thread block per compute unit, no other block hides them, so every wave
+# of decode tiles (one query per sequence, packed) waits at least this many latencies. RL-ASSUME: the table entry
+# is not in L2 already; a prefill reads K and V where the QKV projection wrote them. XQA's own source shows a third
+# load ahead of these, the sequence length (`XQA_KV_ROUND_TRIPS`); this count stays for the kernels whose source is
+# not on file.
+PAGED_KV_ROUND_TRIPS = 2.0
+
+
+def flash_tiles(
+    hw: Hardware,
+    shape: tuple[Num, Num, Num, Num, Num, Num],
+    block: Num,
+    causal: bool,
+    peak: float,
+    s: float,
+    dtype: str,
+    first_kv_s_per_byte: Num | None = None,
+) -> dict[str, Num]:
+    """The tile schedule of a flash-attention kernel (shape = batch, heads, kv_heads, head_dim, q_len, kv_len):
+    its time on the compute units and their exposed waits, in seconds.
+
+    A thread block owns `tile_rows` query rows of one head (or, for short queries, the rows of all h/kv_h heads
+    that share a K/V head, as FlashDecoding and TensorRT-LLM's XQA pack them; never fewer than `MMA_ROWS`) and walks
+    the K/V blocks of `block` keys, skipping those above a causal diagonal (Dao et al. 2022; FlashAttention-2, Dao
+    2023). Per block it runs the two products on the matrix unit and the online softmax (~5 FP32 operations and
+    one exp per score) on the vector and special-function units; on Ampere these do not overlap within a warp
+    (FlashAttention-2 §3.1 on non-matmul FLOPs; FlashAttention-3 §3.1 overlaps them only with Hopper's
+    asynchronous warpgroups), so a block costs the sum of the three. Blocks are scheduled over the device's slots
+    like matmul tiles: the time is the larger of the average load per slot and the longest thread block. A grid
+    with fewer thread blocks than slots may split the keys (FlashDecoding; `SPLIT_K`) and combine the partial
+    outputs in a second kernel; XQA (decode of 2 to `DECODE_MAX_PACKED_GROUP` query heads per K/V head) splits by
+    its own rule and combines in the same kernel (`XQA_ROW_MAX_LOADS`). Each wave waits for its query tile and first
+    K/V block and stores its output tile, at the active thread blocks' share of bandwidth (`K_STEP`), and a decode
+    tile (one query per sequence) waits at least `PAGED_KV_ROUND_TRIPS` memory latencies (XQA: `XQA_KV_ROUND_TRIPS`)
+    for its first K/V page. `launches`: the kernels it takes (2 with a second, combining kernel).
+    """
+    b, h, kvh, d, q, kv = shape
+    slots = hw.units * hw.concurrent_tiles_per_unit
+    bw = hw.memory_bytes_per_s * hw.eff_memory
+    group = h / kvh
+    rows = q * group
+    packed = rows <= block  # all query rows of a K/V head fit one tile
+    heads_per_grid = _num.where(packed, b * kvh, b * h)
+    tile_rows = _num.minimum(block, _num.ceil(_num.where(packed, rows, q) / MMA_ROWS) * MMA_ROWS)
+    positions = _num.where(packed, q, tile_rows)  # query positions one tile covers
+    n_q = _num.ceil(q / positions)
+    n_kv = _num.ceil(kv / block)
+    if causal:
+        first = kv - q  # keys every query sees
+        blocks = n_q * first / block + positions * n_q * (n_q + 1.0) / (2.0 * block) + n_q / 2.0
+        blocks = _num.minimum(_num.maximum(blocks, n_q), n_q * n_kv)  # np.clip's order: the lower bound, then the upper
+    else:
+        blocks = n_q * n_kv
+    vector_peak = hw.vector_peak(dtype)
+    sfu = hw.special_function_ops_per_s or vector_peak / 4.0
+    scores = tile_rows * block
+    per_block = slots * (
+        4.0 * scores * d / (peak * hw.eff_matmul) + 5.0 * scores / (vector_peak * hw.eff_vector)
+        + scores / (sfu * hw.eff_vector)
+    )  # fmt: skip
+    decode = packed & (q == 1.0)  # one new token per sequence against its cache
+    xqa = decode & (group > 1.0)  # masked MHA comes here with kv_heads = heads
+    latency = hw.memory_latency_s or 0.0
+    page_wait = _num.where(xqa, XQA_KV_ROUND_TRIPS, PAGED_KV_ROUND_TRIPS) * latency
+    first_kv = 2.0 * _num.minimum(block, kv) * d * s
+    kv_s_per_byte = 1.0 / bw if first_kv_s_per_byte is None else first_kv_s_per_byte
+
+    point = _num.is_point(per_block, blocks, heads_per_grid)
+    xp = _num.FLOATS if point else _num.ARRAYS  # the split search runs these many times
+
+    def schedule(split: Num, combine_s: Num) -> tuple[Num, Num, Num]:
+        """Seconds on the units, exposed waits and thread blocks with the keys split `split` ways."""
+        ctas = heads_per_grid * n_q * split
+        per_cta = xp.ceil(n_kv / split)
+        seconds = xp.maximum(heads_per_grid * blocks / slots, per_cta) * per_block
+        waves = xp.ceil(ctas / slots)
+        partial = split > 1.0
+        out_bytes = tile_rows * d * xp.where(partial, PARTIAL_BYTES, s)
+        exposed = waves * ((tile_rows * d * s + out_bytes) / bw + first_kv * kv_s_per_byte) * xp.minimum(ctas, slots)
+        exposed = xp.where(decode, xp.maximum(exposed, waves * page_wait), exposed)
+        seconds = seconds + xp.where(partial, 2.0 * PARTIAL_BYTES * split * b * h * q * d / bw, 0.0)
+        return seconds, exposed + xp.where(partial, combine_s, 0.0), ctas
+
+    best: Num = (
+        math.inf if point else np.full(np.broadcast_shapes(*map(np.shape, (per_block, blocks, heads_per_grid))), np.inf)
+    )
+    out: dict[str, Num] = {
+        name: _num.zeros_like(best) for name in ("seconds", "exposed_s", "kv_splits", "ctas", "launches")
+    }
+    if not (point and xqa):
+        for split in SPLIT_K:
+            seconds, exposed, ctas = schedule(float(split), hw.launch_s)
+            if split > 1:
+                exposed = xp.where(heads_per_grid * n_q < slots, exposed, math.inf)
+            total = seconds + exposed
+            better = total < best
+            best = xp.where(better, total, best)
+            launches = 2.0 if split > 1 else 1.0
+            for name, value in (
+                ("seconds", seconds), ("exposed_s", exposed), ("kv_splits", float(split)), ("ctas", ctas),
+                ("launches", launches),
+            ):  # fmt: skip
+                out[name] = xp.where(better, value, out[name])
+    if not point or xqa:
+        fill = -_num.ceil(-(hw.units / heads_per_grid))  # ⌊SMs / (batch · kv heads)⌋
+        split_x = _num.minimum(_num.maximum(1.0, fill), _num.ceil(kv / XQA_CTA_KEYS))
+        # The last block's merge (`XQA_ROW_MAX_LOADS`): the semaphore, the row maxima, then each V warp group's tiles.
+        warp_groups = XQA_WARPS / _num.minimum(_num.maximum(d / XQA_WARP_KEYS, 1.0), XQA_WARPS)
+        tiles_each = _num.ceil(split_x / warp_groups)
+        combine = 1.0 + _num.ceil(split_x / XQA_ROW_MAX_LOADS) + _num.ceil(tiles_each / XQA_TILE_BUFFERS)
+        seconds, exposed, ctas = schedule(split_x, combine * latency)
+        for name, value in (
+            ("seconds", seconds), ("exposed_s", exposed), ("kv_splits", split_x), ("ctas", ctas), ("launches", 1.0),
+        ):  # fmt: skip
+            out[name] = _num.where(xqa, value, out[name])
+    return out

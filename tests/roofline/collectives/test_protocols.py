@@ -1,0 +1,72 @@
+"""NCCL's protocols as the core costs them (`roofline.collectives`: LL and Simple, NCCL's LL ring fractions, the
+buffered Simple ring's copy through device memory), by hand from NCCL's tuning model and ring kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import roofline as rl
+
+
+def one(x: object) -> float:
+    return float(np.asarray(x))
+
+
+def test_nccl_protocols_low_latency_for_small_messages_simple_for_large() -> None:
+    link = rl.Link(300e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6)
+    switch = rl.Switch(8, link)
+    small = rl.collective("all_gather", 64e3, switch, "ring")
+    # LL: 7 steps of 1 µs at a third of the ring's bus bandwidth (NCCL's tuning model): 7/8 · 64e3 / (300e9 / 3).
+    assert str(small.protocol) == "ll"
+    assert one(small.time_s) == pytest.approx(8e-6 + 7 * 1e-6 + 7 / 8 * 64e3 / 100e9)
+    large = rl.collective("all_gather", 1e9, switch, "ring")
+    # Simple: 7 steps of 1 + 2.8 µs, full payload.
+    assert str(large.protocol) == "simple"
+    assert one(large.time_s) == pytest.approx(8e-6 + 7 * 3.8e-6 + 7 / 8 * 1e9 / 300e9)
+
+
+def test_ll_on_a_ring_reaches_nccls_fraction_and_half_payload_elsewhere() -> None:
+    # NCCL's tuning model: LL ring bus bandwidth × 1/3 (gathers), × 1/4 (all-reduce, reduce, across nodes);
+    # point-to-point keeps LL's half payload. 1 MB on 4 GPUs over 300 GB/s, latencies by hand.
+    link = rl.Link(300e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6)
+    node = rl.Switch(4, link)
+    ll = {
+        f"{c.algorithm}/{c.protocol}/{op}": one(c.time_s)
+        for op, algorithm in (("reduce_scatter", "ring"), ("all_reduce", "ring"), ("all_to_all", "direct"))
+        for c in rl.collective(op, 1e6, node, algorithm).candidates
+    }
+    assert ll["ring/ll/reduce_scatter"] == pytest.approx(8e-6 + 3e-6 + 3 / 4 * 1e6 / 100e9)
+    assert ll["ring/ll/all_reduce"] == pytest.approx(8e-6 + 6e-6 + 2 * 3 / 4 * 1e6 / 75e9)
+    assert ll["direct/ll/all_to_all"] == pytest.approx(8e-6 + 3e-6 + 3 / 4 * 1e6 / 150e9)
+    ib = rl.Link(50e9, 5e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=11.3e-6)
+    two = rl.Hierarchical(node, rl.Switch(2, ib))
+    ring = rl.collective("all_gather", 1e6, two, "ring")
+    # A flat ring of 8 through both levels: B = min(300e9, 4 × 50e9) = 200e9, LL at 1/4 across nodes, α = 5 µs.
+    times = {c.protocol: one(c.time_s) for c in ring.candidates}
+    assert times["ll"] == pytest.approx(8e-6 + 7 * 5e-6 + 7 / 8 * 1e6 / 50e9)
+
+
+def test_buffered_simple_ring_adds_one_chunk_copied_through_device_memory() -> None:
+    # One chunk (V/n) per rank moved through device memory at M = 2000 GB/s on top of the Simple ring's time: read
+    # and written to the send buffer (2 streams, reduce-scatter and all-reduce), and also to the output (3 streams,
+    # NCCL's all-gather `directCopySend`): s · (V/n) / M; for Simple only; LL and the point-to-point all-to-all are
+    # unchanged; the link's byte count leaves it out.
+    bare = rl.Link(300e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6)
+    buffered = rl.Link(300e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6,
+                       memory_bytes_per_s=2000e9)  # fmt: skip
+    v = 1e9
+    for op, n, k, streams in (("all_gather", 2, 1, 3), ("reduce_scatter", 8, 1, 2), ("all_reduce", 4, 2, 2)):
+        est = rl.collective(op, v, rl.Switch(n, buffered), "ring")
+        assert str(est.protocol) == "simple"
+        ring = k * (n - 1) * 3.8e-6 + k * (n - 1) / n * v / 300e9  # steps of 1 + 2.8 µs, full payload
+        assert one(est.time_s) == pytest.approx(8e-6 + ring + streams * (v / n) / 2000e9)
+        assert one(est.bytes_per_link) == pytest.approx(k * (n - 1) / n * v)
+        assert est.chosen().phases[-1].name == "buffer copy"
+        plain = rl.collective(op, v, rl.Switch(n, bare), "ring")
+        lls = [one(c.time_s) for c in plain.candidates if c.protocol == "ll"]
+        assert lls == [one(c.time_s) for c in est.candidates if c.protocol == "ll"]
+    a2a = [rl.collective("all_to_all", v, rl.Switch(4, link), "direct") for link in (bare, buffered)]
+    assert one(a2a[0].time_s) == one(a2a[1].time_s)
+    with pytest.raises(ValueError, match="memory_bytes_per_s"):
+        rl.Link(300e9, 1e-6, memory_bytes_per_s=0.0)

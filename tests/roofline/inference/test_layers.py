@@ -1,0 +1,83 @@
+"""The op list of a layer (`roofline.inference`): tensor-parallel splits and all-reduces, fused epilogues, and
+DeepSeek's multi-head latent attention, with numbers worked out by hand from the models' configs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import roofline
+import roofline.inference as inf
+from tests.roofline.inference import rows
+from tests.roofline.models import MODELS
+from tests.roofline.profiles import system, topologies
+
+
+def test_tensor_parallelism_splits_weights_and_heads_and_adds_two_all_reduces_per_layer() -> None:
+    model = MODELS["llama-3-70b"]
+    hw = system("h100-sxm")
+    batch, prompt = 4, 512
+    one = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload.uniform(batch, prompt, 3)))
+    four = inf.estimate_inference(
+        inf.InferenceRun(model, hw, inf.Workload.uniform(batch, prompt, 3), inf.Parallelism(tensor=4))
+    )
+    d, layers = 8192, 80
+    # Every matrix and table splits 4 ways (64 query and 8 KV heads → 16 and 2 per device); norms are replicated.
+    norms = (2 * layers + 1) * d * 2
+    assert four.memory.weights_bytes == pytest.approx((one.memory.weights_bytes - norms) / 4 + norms)
+    assert four.memory.kv_cache_bytes == pytest.approx(one.memory.kv_cache_bytes / 4)
+    qkv1, qkv4 = rows(one.prefill)["qkv_projection"], rows(four.prefill)["qkv_projection"]
+    assert qkv4.flops == pytest.approx(qkv1.flops / 4)
+    # Two all-reduces of the block's output per layer in the forward pass (Megatron), b·s·d·2 bytes each.
+    ar = rows(four.prefill)["tensor_parallel_all_reduce"]
+    assert ar.calls == 2 * layers
+    assert ar.bytes == 2 * layers * batch * prompt * d * 2
+    topology = topologies("h100-sxm")
+    per_call = float(roofline.collective("all_reduce", batch * prompt * d * 2, topology(4)).time_s)
+    assert ar.time_s == pytest.approx(2 * layers * per_call)
+    assert four.prefill.communication_s["tensor_parallel"] == pytest.approx(ar.time_s)
+    # Decode: one token per sequence per step, two steps.
+    ar_decode = rows(four.decode)["tensor_parallel_all_reduce"]
+    assert ar_decode.bytes == 2 * 2 * layers * batch * d * 2
+    assert "tensor_parallel_all_reduce" not in rows(one.prefill)
+    assert four.communication_s == pytest.approx(ar.time_s + ar_decode.time_s)
+
+
+def test_fused_kernels_are_fewer_and_faster() -> None:
+    model = MODELS["llama-3-8b"]
+    run = inf.InferenceRun(model, system("h100-sxm"), inf.Workload.uniform(8, 1024, 16))
+    fused, unfused = inf.estimate_inference(run), inf.estimate_inference(replace(run, fused=False))
+    calls = lambda e: sum(r.calls for r in e.decode.rows)  # noqa: E731
+    assert calls(unfused) - calls(fused) == 32 * 4  # per layer: rotary, activation and two residual adds
+    assert fused.total_time_s < unfused.total_time_s
+
+
+def test_deepseek_v3_latent_attention_caches_a_576_value_latent() -> None:
+    # Shapes from the config (hardware_db/models/deepseek-v3.yaml): d 7168, 128 heads, q_lora 1536, kv_lora 512,
+    # rope 64, nope 128, v 128; 61 layers (3 dense, 58 MoE of 256 experts of 2048, top-8, 1 shared).
+    model = MODELS["deepseek-v3"]
+    assert model.mla is not None and model.mla.latent == 576
+    d, h = 7168, 128
+    attention = (d * 1536 + 1536) + 1536 * h * 192 + (d * 576 + 512) + 512 * h * 256 + h * 128 * d
+    assert attention == 187_107_328  # the config notes' "about 187 M" per layer
+    params = inf.parameter_count(model)
+    assert params.attention == 61 * attention
+    assert round(params.total / 1e9, 1) == 671.0  # the paper's 671B
+    assert round(params.active_per_token / 1e9, 1) == 37.6  # the paper's 37B activated (embeddings included)
+    run = inf.InferenceRun(
+        model, system("h200-sxm"), inf.Workload.uniform(4, 1023, 2), inf.Parallelism(tensor=8),
+        inf.Precision("fp8", "bf16", "bf16"),
+    )  # fmt: skip
+    est = inf.estimate_inference(run)
+    # 576 bf16 values per token and layer, whole on every device of the tensor group: 70 272 bytes per token.
+    assert est.memory.kv_cache_bytes == 4 * 1024 * 61 * 576 * 2
+    decode = rows(est.decode)
+    # Absorbed decode (one step at 1024 keys): the 16 heads of a device attend over the latent as one MQA head of
+    # (576 + 512)/2 dimensions, reading each cached latent once; queries and outputs of 544 bf16 values per head.
+    assert {"q_absorb", "v_absorb", "attention"} <= set(decode) and "kv_up_projection" not in decode
+    latent_bytes = 4 * 1024 * 576 * 2
+    q_and_o = 2 * 4 * 16 * 544 * 2
+    assert decode["attention"].bytes == pytest.approx(61 * (latent_bytes + q_and_o))
+    assert decode["attention"].flops >= 61 * 4 * 4 * 16 * 1024 * 544  # two products of 2·b·h·kv·d_eff
+    assert "kv_up_projection" in rows(est.prefill)  # the prefill projects the latent up and attends as MHA

@@ -1,0 +1,187 @@
+"""Attention (`roofline.ops.attention`): the flash tile schedule's waits, TensorRT-LLM's XQA decode kernel, masked
+MHA's K/V re-reads from L2, by hand on the A100 profile (tests/roofline/profiles.py), and the float path against the
+array path.
+
+XQA figures from its source (TensorRT-LLM XQA mha.cu, FlashInfer 0.7.2 port, csrc/xqa/mha.cu): one 256-thread block
+per SM, three loads in series before the first product (sequence length, page index, K tile), keys split over
+min(max(1, ⌊108 / (batch · kv heads)⌋), ⌈keys / 256⌉) blocks, combined by the last block in the same kernel.
+Profile: 108 SMs, 650 ns memory latency (RL-ASSUME), 2039e9 B/s × 0.90, bf16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import roofline
+from tests.roofline.profiles import A100
+
+A100_NO_LAUNCH = replace(A100, launch_s=0.0)  # a request's launch_overhead_s = 0
+VECTOR_PEAK = A100.vector_peak("bf16")  # bf16 elementwise math runs at the fp32 vector rate on an A100
+PROPERTIES = settings(max_examples=60, deadline=None)
+LATENCY = 650e-9
+BW = 2039e9 * 0.9
+
+
+# --- one point in floats, many in an array -------------------------------------------------------------------------
+
+
+@PROPERTIES
+@given(
+    batch=st.integers(1, 256),
+    kv_heads=st.sampled_from([1, 2, 4, 8, 32]),
+    group=st.sampled_from([1, 2, 8, 32, 48, 64, 128]),
+    head_dim=st.sampled_from([64, 128, 256]),
+    q_len=st.sampled_from([1, 1, 7, 512, 4096]),
+    extra_keys=st.integers(0, 32_768),
+    causal=st.booleans(),
+    implementation=st.sampled_from(["flash", "naive"]),
+)
+def test_one_attention_in_floats_is_the_same_as_in_an_array(
+    batch: int, kv_heads: int, group: int, head_dim: int, q_len: int, extra_keys: int, causal: bool,
+    implementation: str,
+) -> None:  # fmt: skip
+    """Attention's float path (decode, prefill, masked MHA, split keys, naive) against its array path: every term
+    and detail to the last bit, the time to the ulp of `kernel_time`'s pow."""
+    sizes = (batch, kv_heads * group, kv_heads, head_dim, q_len, q_len + extra_keys)
+
+    def estimate(*numbers: Any) -> roofline.Estimate:
+        kernels = roofline.attention(A100, *numbers, causal=causal, implementation=implementation)
+        return roofline.single(kernels, A100, VECTOR_PEAK, A100.launch_s)
+
+    one, many = estimate(*sizes), estimate(*(np.array([x], dtype=np.float64) for x in sizes))
+    assert isinstance(one.time_s, float)
+    for name in ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "peak_flops_per_s"):
+        assert getattr(one, name) == getattr(many, name)[0], name
+    assert one.time_s == pytest.approx(float(many.time_s[0]), rel=1e-15, abs=0)
+    assert one.extra.keys() == many.extra.keys()
+    for name, value in one.extra.items():
+        assert value == np.ravel(many.extra[name])[0], name
+
+
+# --- the flash tile schedule's waits -------------------------------------------------------------------------------
+
+
+def test_every_wave_of_decode_tiles_waits_for_its_first_kv_page() -> None:
+    # 1080 sequences, one head, 2 cached keys: 1080 decode thread blocks in 10 waves of 108. A wave's first loads
+    # (16-row query tile 4096 B, K and V of 2 keys 1024 B, output tile 4096 B, × 108 blocks at 2039e9 × 0.9 B/s)
+    # take 0.54 µs, less than the block table's round trip and then the page's: 2 × 650 ns per wave.
+    (kernel,) = roofline.attention(A100, 1080, 1, 1, 128, 1, 2)
+    assert float(kernel.extra["kv_splits"]) == 1.0
+    assert float(kernel.exposed_s) == pytest.approx(10 * 2 * 650e-9, rel=1e-12)
+    # A prefill tile reads K and V where the projection wrote them: its wait is the bandwidth share alone.
+    (prefill,) = roofline.attention(A100, 1080, 1, 1, 128, 2, 2)
+    assert float(prefill.exposed_s) < 10 * 650e-9
+
+
+# --- L2 re-reads (Hardware.cache_bandwidth_bytes_per_s), by hand on the A100 profile -------------------------------
+# L2: 5120 B/clk × 1.41 GHz = 7.2192e12 B/s (A100 whitepaper), × 0.90 achievable; 40 MiB. Masked-MHA decode blocks
+# have 256 threads: 108 × 2048 / 256 = 864 resident blocks.
+
+
+def test_masked_mha_reads_the_shared_kv_once_from_memory_and_again_from_l2() -> None:
+    # 8 sequences, 64 query heads on 1 K/V head (a group over XQA's 32: one block per query head), 4096 keys:
+    # K and V are 2 × 2 B × 8 × 4096 × 128 = 16 777 216 B. 864 resident blocks cover ceil(864 / 64) = 14 ≥ 8 groups,
+    # whose K/V (16.8 MB) fit in 40 MiB: the other 63 heads' reads hit L2.
+    unique = 2 * 2 * 8 * 4096 * 128
+    q_and_out = 2 * (2 * 8 * 64 * 128)
+    (kernel,) = roofline.attention(A100, 8, 64, 1, 128, 1, 4096)
+    assert float(kernel.external_in_bytes) == unique
+    assert float(kernel.cache_in_bytes) == 63 * unique
+    est = roofline.single([kernel], A100, VECTOR_PEAK, 0.0)
+    # The L2 roof holds: every byte passes through it, 1.07 GB at 6.50 TB/s (165 µs), against 17 MB of HBM (9 µs).
+    assert float(est.memory_s) == pytest.approx((unique + q_and_out + 63 * unique) / (7.2192e12 * 0.9), rel=1e-12)
+    assert float(est.bytes) == unique + q_and_out
+    # Without an L2 bandwidth every head's read comes from device memory, as before the figure existed.
+    (unknown,) = roofline.attention(replace(A100, cache_bandwidth_bytes_per_s=None), 8, 64, 1, 128, 1, 4096)
+    assert float(unknown.external_in_bytes) == 64 * unique and float(unknown.cache_in_bytes) == 0.0
+
+
+def test_masked_mha_groups_resident_together_share_their_kv_through_l2_however_long_the_cache() -> None:
+    # 16 384 keys: each sequence's K/V is 8 388 608 B and 8 sequences' 67 MB outgrow 40 MiB, but the 64 blocks of a
+    # group (≤ 864 resident) are dispatched together (head is blockIdx.x) and walk the keys in step: L2 holds the
+    # window they share, so the other 63 heads' reads still hit it.
+    unique = 2 * 2 * 8 * 16384 * 128
+    (kernel,) = roofline.attention(A100, 8, 64, 1, 128, 1, 16384)
+    assert float(kernel.external_in_bytes) == unique
+    assert float(kernel.cache_in_bytes) == 63 * unique
+
+
+def test_masked_mha_groups_larger_than_the_resident_blocks_outgrow_l2_and_read_device_memory() -> None:
+    # 256 resident threads per SM: 108 × 256 / 256 = 108 resident blocks < a group of 128 query heads, which then runs
+    # over several waves, so the whole of its K/V must stay in L2: 2 × 2 B × 16 384 × 128 = 8 388 608 B per sequence
+    # for min(8, ⌈108 / 128⌉) = 1 resident group, over an L2 of 4 MiB: every head reads device memory.
+    hw = replace(A100, threads_per_unit=256, cache_bytes=4 * 2**20)
+    (kernel,) = roofline.attention(hw, 8, 128, 1, 128, 1, 16384)
+    assert float(kernel.external_in_bytes) == 128 * 2 * 2 * 8 * 16384 * 128
+    assert float(kernel.cache_in_bytes) == 0.0
+
+
+def test_masked_mha_blocks_wait_for_their_first_kv_step_from_l2_but_one_per_group() -> None:
+    # 8 sequences, 64 query heads on 1 K/V head, 128 keys: 512 blocks over 108 slots, 5 waves of 108. Each block
+    # waits for its query tile (16 rows × 128 × 2 B), its first K/V step (2 × 128 keys × 128 × 2 B = 65 536 B) and its
+    # output tile (16 × 128 × 2 B) before the math: the tiles at device memory's 2039e9 × 0.9 B/s, the K/V step there
+    # for 1 of a group's 64 blocks and at L2's 7.2192e12 × 0.9 B/s for the other 63: 2.1 µs a wave, over the
+    # page-table wait (2 × 650 ns).
+    (kernel,) = roofline.attention(A100, 8, 64, 1, 128, 1, 128)
+    hbm, l2 = 1 / (2039e9 * 0.9), 1 / (7.2192e12 * 0.9)
+    tiles = 2 * 16 * 128 * 2 * hbm
+    first_kv = 2 * 128 * 128 * 2 * (hbm / 64 + l2 * 63 / 64)
+    assert float(kernel.exposed_s) == pytest.approx(5 * 108 * (tiles + first_kv), rel=1e-12)
+
+
+# --- TensorRT-LLM's XQA decode kernel (roofline.ops.XQA_KV_ROUND_TRIPS), by hand on the A100 profile ---------------
+
+
+def test_every_wave_of_xqa_blocks_waits_for_three_loads_in_series() -> None:
+    # 1080 sequences, 8 query heads on 1 K/V head (XQA), 2 cached keys: 1080 blocks, 10 waves of 108. A wave's tiles
+    # (16-row query 4096 B, output 4096 B, K and V of 2 keys 1024 B, × 108 blocks) take 0.54 µs, less than the
+    # sequence length's, the page index's and the K tile's round trips: 3 × 650 ns per wave.
+    assert (4096 + 4096 + 1024) * 108 / BW < 3 * LATENCY
+    (kernel,) = roofline.attention(A100, 1080, 8, 1, 128, 1, 2)
+    assert float(kernel.extra["ctas"]) == 1080.0 and float(kernel.extra["kv_splits"]) == 1.0
+    assert float(kernel.exposed_s) == pytest.approx(10 * 3 * LATENCY, rel=1e-12)
+    assert float(kernel.launches) == 1.0
+    # Masked MHA (one query head per K/V head) keeps the block table's two round trips.
+    (mha,) = roofline.attention(A100, 1080, 1, 1, 128, 1, 2)
+    assert float(mha.exposed_s) == pytest.approx(10 * 2 * LATENCY, rel=1e-12)
+
+
+def test_xqa_splits_a_long_cache_by_its_rule_and_merges_in_the_same_kernel() -> None:
+    # One sequence, one K/V head, 16 384 keys: min(⌊108 / 1⌋, ⌈16384 / 256⌉) = 64 blocks, one wave. Each waits for
+    # its query tile (4096 B), its fp32 partial output (16 × 128 × 4 = 8192 B) and its first K/V block
+    # (2 × 128 keys × 128 × 2 B = 65 536 B) at 64 blocks' share of bandwidth (2.71 µs, over the 3 round trips). The
+    # last block then merges: the semaphore, the 64 row maxima 8 at a time (8), each of the 2 V warp groups' 32
+    # tiles two at a time (16): 25 round trips. No second kernel.
+    (kernel,) = roofline.attention(A100, 1, 8, 1, 128, 1, 16384)
+    assert float(kernel.extra["kv_splits"]) == 64.0 and float(kernel.extra["ctas"]) == 64.0
+    assert float(kernel.launches) == 1.0
+    bandwidth_share = (4096 + 8192 + 65536) * 64 / BW
+    assert bandwidth_share > 3 * LATENCY
+    assert float(kernel.exposed_s) == pytest.approx(bandwidth_share + (1 + 8 + 16) * LATENCY, rel=1e-12)
+
+
+def test_xqa_splits_no_more_ways_than_the_sms_allow_per_sequence() -> None:
+    # 4 sequences × 2 K/V heads: ⌊108 / 8⌋ = 13, but 2048 keys are 8 steps of 256: 8 blocks each, 64 in all.
+    # Merge: 1 + ⌈8 / 8⌉ + ⌈⌈8 / 2⌉ / 2⌉ = 4 round trips.
+    (kernel,) = roofline.attention(A100, 4, 16, 2, 128, 1, 2048)
+    assert float(kernel.extra["kv_splits"]) == 8.0 and float(kernel.extra["ctas"]) == 64.0
+    assert float(kernel.launches) == 1.0
+    assert float(kernel.exposed_s) == pytest.approx((4096 + 8192 + 65536) * 64 / BW + 4 * LATENCY, rel=1e-12)
+    # 108 sequences × 1 K/V head fill the SMs: no split, whatever the length.
+    (full,) = roofline.attention(A100, 108, 8, 1, 128, 1, 16384)
+    assert float(full.extra["kv_splits"]) == 1.0 and float(full.extra["ctas"]) == 108.0
+
+
+def test_other_kernels_combine_split_keys_in_a_second_launch() -> None:
+    # Masked MHA and prefill keep FlashDecoding's split: when the keys are split, the partial outputs are summed by
+    # a second kernel, so the op takes two launches. One sequence's single head leaves 107 of 108 SMs idle: split.
+    for args in ((1, 1, 1, 128, 1, 16384), (1, 1, 1, 128, 16, 16384)):
+        (kernel,) = roofline.attention(A100, *args)
+        assert float(kernel.extra["kv_splits"]) > 1.0, args
+        assert float(kernel.launches) == 2.0, args

@@ -1,0 +1,163 @@
+"""Kernels and estimates (`roofline.single`, `roofline.chain`, `roofline.Estimate`): where the bound flips, fusion
+never adding traffic (Hypothesis), and the backward pass of elementwise chains with intermediates stored or
+recomputed. On the A100 profile (tests/roofline/profiles.py) or hardware drawn at random.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import roofline
+from tests.roofline.profiles import A100
+
+A100_NO_LAUNCH = replace(A100, launch_s=0.0)  # a request's launch_overhead_s = 0
+VECTOR_PEAK = A100.vector_peak("bf16")  # bf16 elementwise math runs at the fp32 vector rate on an A100
+PROPERTIES = settings(max_examples=60, deadline=None)
+
+
+# --- the ridge point -----------------------------------------------------------------------------------------------
+
+
+hardware = st.builds(
+    lambda peak, bw, eff_v, eff_m: replace(
+        A100_NO_LAUNCH,
+        vector_flops_per_s={"fp32": peak},
+        memory_bytes_per_s=bw,
+        eff_vector=eff_v,
+        eff_memory=eff_m,
+        special_function_ops_per_s=None,
+        memory_latency_s=None,  # the pure roofline; the latency limits are tested in ops/test_memory_bound.py
+        cache_bandwidth_bytes_per_s=None,  # no L2 roof (one drawn device memory could outrun the A100's L2)
+    ),
+    peak=st.floats(1e11, 1e16),
+    bw=st.floats(1e10, 1e14),
+    eff_v=st.floats(0.05, 1.0),
+    eff_m=st.floats(0.05, 1.0),
+)
+
+
+@PROPERTIES
+@given(hw=hardware, elements=st.integers(1, 1 << 40), inputs=st.integers(1, 4), outputs=st.integers(1, 4))
+def test_the_bound_flips_at_the_ridge_of_the_achievable_rates(
+    hw: roofline.Hardware, elements: int, inputs: int, outputs: int
+) -> None:
+    """With no launch cost, an elementwise op is compute-bound exactly when its intensity exceeds
+
+        I* = peak · eff_vector / (bandwidth · eff_memory)
+
+    (compute time flops / (peak · eff_v) > memory time bytes / (bw · eff_m) ⇔ flops / bytes > I*): the ridge of the
+    *achievable* rates. The core reports `critical_intensity` = peak / bandwidth, the datasheet ridge; the two differ
+    by eff_vector / eff_memory (0.8 / 0.9 on an A100: the flip is at 8.5 FLOP/B, the reported ridge 9.6 FLOP/B), so
+    an op whose intensity lies between them is reported compute-bound below the reported critical intensity.
+    """
+    peak = hw.vector_flops_per_s["fp32"]
+    ridge = peak * hw.eff_vector / (hw.memory_bytes_per_s * hw.eff_memory)
+    bytes_per_element = 2.0 * (inputs + outputs)  # bf16
+    for side, factor in (("memory", 1 - 1e-6), ("compute", 1 + 1e-6)):
+        fpe = ridge * bytes_per_element * factor  # intensity = fpe / bytes_per_element = ridge · factor
+        kernels = roofline.elementwise(hw, elements, inputs, outputs, flops_per_element=fpe)
+        est = roofline.single(kernels, hw, peak, 0.0)
+        assert np.isclose(float(est.arithmetic_intensity), ridge * factor, rtol=1e-12)
+        assert roofline.Bound(int(est.bound)).name == side
+        assert float(est.critical_intensity) == peak / hw.memory_bytes_per_s
+
+
+def test_on_the_a100_the_flip_lies_below_the_reported_ridge() -> None:
+    """The worked case of the docstring above, on the catalogue profile: 19.5e12 FLOP/s, 2039e9 B/s, eff 0.8 / 0.9."""
+    ridge = 19.5e12 * 0.8 / (2039e9 * 0.9)  # ≈ 8.50 FLOP/B
+    fpe = 4.0 * 9.0  # bf16 in and out: 4 bytes per element → 9 FLOP/B, between 8.50 and 9.56
+    est = roofline.single(
+        roofline.elementwise(A100_NO_LAUNCH, 1 << 30, flops_per_element=fpe), A100_NO_LAUNCH, VECTOR_PEAK, 0.0
+    )
+    assert float(est.arithmetic_intensity) == 9.0 and ridge < 9.0 < float(est.critical_intensity)
+    assert roofline.Bound(int(est.bound)) is roofline.Bound.compute
+
+
+# --- fusion never adds traffic -------------------------------------------------------------------------------------
+
+
+@st.composite
+def chains(draw: st.DrawFn) -> tuple[list[list[roofline.Kernel]], list[str]]:
+    """Chains of 2-6 ops where each op consumes the previous output: a (rows × cols) tensor flows through
+    elementwise ops, activations, and matmuls that take it as their A (m × k) or B (k × n) operand."""
+    hw = A100
+    rows, cols = draw(st.integers(1, 4096)), 8 * draw(st.integers(1, 1024))
+    first = roofline.elementwise(hw, rows * cols, inputs=draw(st.integers(1, 3)))
+    ops, names = [first], ["elementwise"]
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["elementwise", "activation", "matmul_a", "matmul_b"]))
+        elements = rows * cols
+        if kind == "elementwise":
+            inputs = draw(st.integers(1, 3))
+            op = roofline.elementwise(
+                hw, elements, inputs=inputs, chained_inputs=draw(st.integers(0, inputs)),
+                flops_per_element=draw(st.floats(0, 50)), transcendentals_per_element=draw(st.floats(0, 2)),
+            )  # fmt: skip
+        elif kind == "activation":
+            op = roofline.activation(hw, elements, draw(st.sampled_from(sorted(roofline.ACTIVATIONS))))
+        elif kind == "matmul_a":  # previous output is A: m = rows, k = cols
+            n = 8 * draw(st.integers(1, 1024))
+            op = roofline.matmul(hw, rows, n, cols)
+            cols = n
+        else:  # previous output is B: k = rows, n = cols
+            m = draw(st.integers(1, 4096))
+            if m * rows == rows * cols:  # A would have B's size too: the core takes A first; keep B unambiguous
+                m += 1
+            op = roofline.matmul(hw, m, cols, rows)
+            rows = m
+        ops.append(op)
+        names.append(kind)
+    return ops, names
+
+
+@PROPERTIES
+@given(chain=chains())
+def test_a_fused_chain_never_moves_more_bytes_than_unfused(
+    chain: tuple[list[list[roofline.Kernel]], list[str]],
+) -> None:
+    ops, names = chain
+    copy = [[replace(k, extra=dict(k.extra)) for k in op] for op in ops]  # chain() rewires its inputs in place
+    fused = roofline.chain(ops, A100, True, VECTOR_PEAK, A100.launch_s)
+    unfused = roofline.chain(copy, A100, False, VECTOR_PEAK, A100.launch_s)
+    assert float(fused.bytes) <= float(unfused.bytes) * (1 + 1e-12), names
+    assert float(fused.flops) == float(unfused.flops)
+
+
+# --- recomputation (seed 002: three stacked sigmoids) --------------------------------------------------------------
+
+
+def one(x: object) -> float:
+    return float(np.asarray(x))
+
+
+def sigmoids(hw: roofline.Hardware, n: int) -> list[list[roofline.Kernel]]:
+    return [roofline.activation(hw, n, "sigmoid", "bf16") for _ in range(3)]
+
+
+@pytest.mark.parametrize("n", [1 << 20, 1 << 24])
+def test_recomputing_a_chain_moves_five_eighths_of_storing_it(n: int) -> None:
+    store = roofline.chain(sigmoids(A100, n), A100, True, 19.5e12, 0.0, backward="store")
+    recompute = roofline.chain(sigmoids(A100, n), A100, True, 19.5e12, 0.0, backward="recompute")
+    # Stored: forward reads x, writes s1, s2, out (4); backward reads dout, s1, s2, writes dx (4): 8 tensors.
+    # Recomputed: forward reads x, writes out (2); backward reads dout and x, writes dx (3): 5 tensors.
+    assert one(store.bytes) == 8 * 2 * n and one(recompute.bytes) == 5 * 2 * n
+    # FLOPs: 3 sigmoids of 3 FLOPs forward; backward twice that, plus the forward again when recomputing.
+    assert one(store.flops) == 9 * n + 18 * n and one(recompute.flops) == 9 * n + 27 * n
+    assert one(recompute.time_s) < one(store.time_s)  # memory-bound: fewer bytes win
+
+
+def test_an_unfused_chain_stores_every_op_and_cannot_recompute() -> None:
+    n = 1 << 20
+    unfused = roofline.chain(sigmoids(A100, n), A100, False, 19.5e12, 0.0, backward="store")
+    # Forward: 3 kernels of read + write (6); backward: 3 kernels reading a gradient and a saved input, writing a
+    # gradient (9): 15 tensors.
+    assert one(unfused.bytes) == 15 * 2 * n
+    with pytest.raises(ValueError, match="recompute needs a fused chain"):
+        roofline.chain(sigmoids(A100, n), A100, False, 19.5e12, 0.0, backward="recompute")
+    with pytest.raises(ValueError, match="elementwise ops"):
+        roofline.chain([roofline.matmul(A100, 64, 64, 64)], A100, True, 19.5e12, 0.0, backward="store")
