@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 import roofline
+from adapters import evaluate, to_core
 from hardware_db import load_hardware
 from schemas.estimates import EstimateContext, Options
 from schemas.hardware import HardwareCreate
@@ -57,7 +58,6 @@ from service.benchmarks.datasets import (  # the parsers, shared with `ridgeline
     llmcompass,
     vidur,
 )
-from service.estimates.service import evaluate, to_core
 
 HARDWARE = "a100-sxm-80gb"
 

@@ -70,11 +70,11 @@ from typing import Any
 import numpy as np
 
 import roofline
+from adapters import device_topology
+from adapters import memory_bytes_per_s as service_memory_bytes_per_s
 from hardware_db import load_hardware
 from schemas.hardware import HardwareCreate
 from service.benchmarks.datasets import MissingData
-from service.collectives.service import device_topology
-from service.collectives.service import memory_bytes_per_s as service_memory_bytes_per_s
 
 REPO = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO.parent / "shared" / "validation"

@@ -35,12 +35,11 @@ from typing import Any
 import numpy as np
 
 import roofline
+from adapters import to_core, topologies, transformer
 from bench.validate import SCOPES
 from hardware_db import load_hardware, load_models
 from schemas.estimates import EstimateContext, Options
 from service.benchmarks.datasets import MissingData, data_dir
-from service.estimates.service import to_core
-from service.inference.service import topologies, transformer
 
 HARDWARE = "a100-sxm-80gb"
 MODEL = "gpt3-175b"

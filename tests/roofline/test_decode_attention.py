@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 import roofline
+from adapters import to_core
 from hardware_db import load_yaml
 from hardware_db._loader import HARDWARE_DIR
 from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareCreate
-from service.estimates.service import to_core
 
 SPEC = HardwareCreate.model_validate(load_yaml(HARDWARE_DIR / "a100-sxm-80gb.yaml"))
 A100 = to_core(SPEC, EstimateContext(hardware=SPEC.slug))

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 
 import roofline._inference as inf
+from adapters import InvalidField as Unprocessable  # what the adapters raise; the service answers 422
+from adapters import to_core, topologies, transformer
 from hardware_db import load_hardware, load_models
 from schemas.estimates import EstimateContext, Options
 from schemas.inference import AttentionKind, AttentionOverride
-from service.errors import Unprocessable
-from service.estimates.service import to_core
-from service.inference.service import topologies, transformer
 
 HARDWARE = {h.slug: h for h in load_hardware()}
 MODELS = {m.slug: m for m in load_models()}

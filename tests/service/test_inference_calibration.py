@@ -24,8 +24,8 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
 
+from adapters import describe, describe_sized, group_of, template_of
 from schemas.benchmarks import ResultOp
-from service.calibrations.features import describe, describe_sized, group_of, template_of
 from tests.service.test_benchmarks import bearer, keys, run_body, upload
 
 __all__ = ["keys"]  # the fixture, used by name
