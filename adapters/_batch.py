@@ -44,8 +44,8 @@ def _key_parts(cls: type[InputModel]) -> tuple[Callable[[dict[str, Any]], tuple[
 
 
 def template_key(op: InputModel) -> tuple[Any, ...]:
-    """What must be equal for two ops to share one vectorised call: the kind, every non-size field, and which
-    optional size fields are unset (attention's kv_heads)."""
+    """What must be equal for two ops to share one vectorised call: the kind, every non-size field (attention's
+    kv_heads among them), and which optional size fields are unset."""
     getter, optional = _key_parts(type(op))
     values = op.__dict__
     return (type(op), getter(values), *(values[name] is None for name in optional))

@@ -80,7 +80,8 @@ def is_number(value: Any) -> bool:
 
 
 def _numeric_annotation(annotation: Any) -> bool:
-    """int or float, or an optional one (attention's kv_heads); bool is not a size."""
+    """int or float, or an optional one (`int | None`); bool is not a size. A constrained optional (`Dim | None`:
+    attention's kv_heads, which picks the kernel) is not one either: it is part of the op's variant."""
     if annotation in (int, float):
         return True
     args = get_args(annotation)
