@@ -154,7 +154,7 @@ def test_every_example_response_reaches_the_encoder_as_plain_json(
 
 
 def test_the_op_answer_is_exactly_an_estimate_read(client: TestClient) -> None:
-    # The endpoint skips FastAPI's validation of its answer (service.estimates.router): this is that check.
+    # The endpoint skips FastAPI's validation of its answer (service.estimates.service.estimate_op): this is that check.
     response = client.post("/v1/estimate/op", json=MATMUL)
     assert response.status_code == 200, response.text
     body = response.json()

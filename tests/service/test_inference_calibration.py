@@ -1,10 +1,10 @@
 """options.calibration on /v1/estimate/inference, its batch and /v1/plan, over HTTP on SQLite and PostgreSQL.
 
 Synthetic measured timings are planted on the A100 profile as graph replays, whose predictions use a 2.5 µs fixed
-cost per kernel (service.benchmarks.predict.KERNEL_FLOOR_S): every bf16 matmul call is "measured" at exactly 1.25 ×
+cost per kernel (adapters.KERNEL_FLOOR_S): every bf16 matmul call is "measured" at exactly 1.25 ×
 (2.5 µs + w) and every bf16 layer norm at 2 × (2.5 µs + w), w being the modelled work (the prediction less its fixed
 cost). For a one-kernel op that is 1.25 × (or 2 ×) its prediction; a split-K matmul has a second kernel (its
-reduction), whose launch the planted time leaves out. Calibration's parametric layer (roofline/_calibration.py) fits
+reduction), whose launch the planted time leaves out. Calibration's parametric layer (roofline/calibration.py) fits
 measured ≈ L + w · u(z), so the fit is exact: L = 1.25 · 2.5 µs = 3.125 µs and u ≡ 1.25 for the matmuls, L = 5 µs and
 u ≡ 2 for the norms. The residuals are 0, so interpolation between neighbours multiplies by exp(0) = 1.
 
