@@ -81,7 +81,7 @@ BREAKS = {
     "Only the core imports its private modules (roofline._*, roofline.*._*)": [
         ("service.estimates.service", "from roofline._ops import matmul"),
     ],
-    "Only adapters imports its private modules (adapters._*): the rest import adapters": [
+    "Only adapters imports its private modules (adapters._*)": [
         ("service.charts.service", "from adapters._hardware import to_core"),
     ],
     "Service layers: app, features down to stored data, shared infrastructure": [
