@@ -20,18 +20,13 @@ from adapters._batch import (
     OpGroup,
     Predictions,
     evaluate_ops,
-    numeric_fields,
     predict,
     template_key,
 )
 from adapters._calibration import (
-    APPLIED,
     METHODS,
-    NOT_COVERED,
     NOTES,
-    OP_CLASSES,
     UNCALIBRATED,
-    UNDESCRIBED,
     CalibrationUse,
     Chosen,
     Fitted,
@@ -44,18 +39,12 @@ from adapters._calibration import (
     covering,
     describe,
     describe_sized,
-    feature_names,
     group_of,
-    log2_sizes,
     op_kind,
-    row_calibration,
-    run_summary,
     template_of,
     variant_codes,
-    variant_key,
 )
 from adapters._collectives import (
-    collective_read,
     describe_topology,
     device_topology,
     estimate_collective,
@@ -67,7 +56,6 @@ from adapters._collectives import (
 from adapters._errors import InvalidField, non_finite
 from adapters._hardware import KERNEL_FLOOR_S, scope_launch_s, scoped_core, to_core
 from adapters._inference import (
-    SECONDS_PER_HOUR,
     Prepared,
     estimate_runs,
     inference_run,
@@ -77,21 +65,14 @@ from adapters._inference import (
     topologies,
     transformer,
 )
-from adapters._ops import check_sweep, evaluate, fields_of, is_number, kernels, size_fields, sweep, sweep_docs
-from adapters._rows import BOUNDS, MATMUL_FIELDS, item_dict, item_dicts, with_assumptions
+from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
+from adapters._rows import item_dict, item_dicts, with_assumptions
 
 __all__ = [
-    "APPLIED",
-    "BOUNDS",
     "KERNEL_FLOOR_S",
-    "MATMUL_FIELDS",
     "METHODS",
     "NOTES",
-    "NOT_COVERED",
-    "OP_CLASSES",
-    "SECONDS_PER_HOUR",
     "UNCALIBRATED",
-    "UNDESCRIBED",
     "Batch",
     "CalibrationUse",
     "Chosen",
@@ -107,7 +88,6 @@ __all__ = [
     "calibrate_points",
     "calibrated",
     "check_sweep",
-    "collective_read",
     "correct",
     "covering",
     "describe",
@@ -119,27 +99,19 @@ __all__ = [
     "evaluate",
     "evaluate_ops",
     "fabric",
-    "feature_names",
-    "fields_of",
     "group_of",
     "inference_run",
     "inference_system",
-    "is_number",
     "item_dict",
     "item_dicts",
-    "kernels",
-    "log2_sizes",
     "memory_bytes_per_s",
     "non_finite",
-    "numeric_fields",
     "op_kind",
     "predict",
     "prepare_run",
     "render_run",
     "request_device_topology",
     "request_topology",
-    "row_calibration",
-    "run_summary",
     "scope_launch_s",
     "scoped_core",
     "size_fields",
@@ -151,6 +123,5 @@ __all__ = [
     "topologies",
     "transformer",
     "variant_codes",
-    "variant_key",
     "with_assumptions",
 ]
