@@ -3,8 +3,6 @@ to the core and back is `adapters`'. No formulas here."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.orm import Session
 
 import adapters
@@ -12,27 +10,32 @@ import roofline
 from schemas.collectives import CollectiveRead, CollectiveRequest
 from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareSpec
+from service import encoding
 from service.catalogue import service as catalogue
 from service.catalogue.loopread import LoopReads
 from service.errors import invalid
 
 
 # The op endpoint's hot path (`service.estimates.service.estimate_op` says why): on the event loop when one digest
-# read there settles the profile, else one trip through the thread pool. The model built here is dumped as is, not
-# validated a second time by FastAPI (tests/service/test_encoding.py checks the body).
-async def estimate_collective(reads: LoopReads, body: CollectiveRequest) -> dict[str, Any]:
-    """One collective, as a `CollectiveRead` document."""
+# read there settles the profile, else one trip through the thread pool. The model built here is encoded where it was
+# built, not validated a second time by FastAPI (tests/service/test_encoding.py checks the body).
+async def estimate_collective(reads: LoopReads, body: CollectiveRequest) -> bytes:
+    """One collective, as the JSON of a `CollectiveRead`."""
     context = _hardware_context(body)
     if context is None:
-        return adapters.estimate_collective(adapters.request_topology(body), None, body).model_dump(mode="json")
+        return _json(adapters.estimate_collective(adapters.request_topology(body), None, body))
     resolved = await catalogue.resolve_hardware_on_loop(reads.digests, context)
     if resolved is not None:
-        return adapters.estimate_collective(*_on_device(body, *resolved), body).model_dump(mode="json")
+        return _json(adapters.estimate_collective(*_on_device(body, *resolved), body))
 
-    def work(session: Session) -> dict[str, Any]:
-        return estimate(session, body).model_dump(mode="json")
+    def work(session: Session) -> bytes:
+        return _json(estimate(session, body))
 
     return await reads.in_session(work)
+
+
+def _json(read: CollectiveRead) -> bytes:
+    return encoding.dumps(read.model_dump(mode="json"))
 
 
 def estimate(session: Session, body: CollectiveRequest) -> CollectiveRead:

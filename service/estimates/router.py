@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Request, Response
 from schemas.estimates import EstimateOpRequest, EstimateOpsRead, EstimateOpsRequest, EstimateRead
 from service.catalogue.loopread import LoopReads
 from service.deps import SessionDep
-from service.encoding import ORJSONResponse, OrjsonRoute
+from service.encoding import MEDIA_TYPE, OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.estimates import service
 from service.examples import ESTIMATE_OP_EXAMPLES, ESTIMATE_OPS_EXAMPLES
@@ -18,13 +18,13 @@ router = APIRouter(prefix="/v1/estimate", tags=["estimates"], responses=ERROR_RE
 
 
 # The service's hot path: async, read on the event loop where it can be (`service.estimate_op` says how); the body is
-# the item the service rendered, encoded as is (response_model documents it).
+# the item the service rendered and encoded (response_model documents it).
 @router.post("/op", response_model=EstimateRead)
 async def estimate_op(
     request: Request, body: Annotated[EstimateOpRequest, Body(openapi_examples=ESTIMATE_OP_EXAMPLES)]
 ) -> Response:
     """Estimate one op on one device: time, FLOPs, bytes and which roof bounds it."""
-    return ORJSONResponse(await service.estimate_op(LoopReads.of(request), body))
+    return Response(await service.estimate_op(LoopReads.of(request), body), media_type=MEDIA_TYPE)
 
 
 # The body is rendered by the service (up to 100 000 items: no model per item); response_model documents it.

@@ -32,17 +32,17 @@ MAX_ERRORS = 20
 #   to commit; here the whole unit of work runs in one call (`LoopReads.in_session`: the same unit of work, with the
 #   request's deadline, that SessionDep uses);
 # - the answer is the item `adapters.item_dict` renders (plain numbers, exactly EstimateRead's fields, checked
-#   finite), encoded as is, not validated again as a model by FastAPI; tests/service/test_encoding.py validates the
-#   answer against EstimateRead.
-async def estimate_op(reads: LoopReads, body: EstimateOpRequest) -> dict[str, Any]:
-    """One op on one device, as an `EstimateRead` item."""
+#   finite), encoded where it was computed (on the loop, or in the thread), not validated again as a model by FastAPI;
+#   tests/service/test_encoding.py validates the answer against EstimateRead.
+async def estimate_op(reads: LoopReads, body: EstimateOpRequest) -> bytes:
+    """One op on one device, as the JSON of an `EstimateRead`."""
     if body.options.calibration == "none":
         resolved = await catalogue.resolve_hardware_on_loop(reads.digests, body)
         if resolved is not None:
-            return _op_item(*resolved, body, None)
+            return encoding.dumps(_op_item(*resolved, body, None))
 
-    def work(session: Session) -> dict[str, Any]:
-        return _op_item(*catalogue.resolve_hardware(session, body), body, session)
+    def work(session: Session) -> bytes:
+        return encoding.dumps(_op_item(*catalogue.resolve_hardware(session, body), body, session))
 
     return await reads.in_session(work)
 

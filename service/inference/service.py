@@ -18,6 +18,7 @@ from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareSpec
 from schemas.inference import InferenceBatchRead, InferenceBatchRequest, InferenceRead, InferenceRequest
 from schemas.models import ModelSpec
+from service import encoding
 from service.calibrations import service as calibrations
 from service.catalogue import service as catalogue
 from service.catalogue.loopread import DigestReader, LoopReads
@@ -93,16 +94,16 @@ def prepare(resolver: Resolver, body: InferenceRequest, where: str = "body") -> 
 
 # The op endpoint's hot path (`service.estimates.service.estimate_op` says why): on the event loop when one digest
 # read each settles the model and the profile and no calibration is asked for (one run is bounded work: the limits
-# bound the decode steps, sampled), else one trip through the thread pool. The model built here is dumped as is, not
-# validated a second time by FastAPI (tests/service/test_encoding.py checks the body).
-async def estimate_inference(reads: LoopReads, body: InferenceRequest) -> dict[str, Any]:
-    """One run, as an `InferenceRead` document."""
+# bound the decode steps, sampled), else one trip through the thread pool. The model built here is encoded where it
+# was built, not validated a second time by FastAPI (tests/service/test_encoding.py checks the body).
+async def estimate_inference(reads: LoopReads, body: InferenceRequest) -> bytes:
+    """One run, as the JSON of an `InferenceRead`."""
     resolver = await Resolver.on_loop(reads.digests, body)
     if resolver is not None:
-        return estimate(resolver, body).model_dump(mode="json")
+        return encoding.dumps(estimate(resolver, body).model_dump(mode="json"))
 
-    def work(session: Session) -> dict[str, Any]:
-        return estimate(session, body).model_dump(mode="json")
+    def work(session: Session) -> bytes:
+        return encoding.dumps(estimate(session, body).model_dump(mode="json"))
 
     return await reads.in_session(work)
 
