@@ -4,7 +4,7 @@
 
 Loads the measured tables in the repository's `validation/` folder, builds each measured op as a `schemas.ops` object,
 evaluates it on the `a100-sxm-80gb` catalogue profile through the service's own mapping
-(`service.estimates.service.to_core` and `evaluate`), and prints, per source and op family, the number of points, the
+(`adapters.to_core` and `adapters.evaluate`), and prints, per source and op family, the number of points, the
 median and p90 absolute percentage error, the bias (median signed error: + means Ridgeline predicts slower than
 measured) and the worst cases.
 
@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 import roofline
+from adapters import evaluate, to_core
 from hardware_db import load_hardware
 from schemas.estimates import EstimateContext, Options
 from schemas.hardware import HardwareCreate
@@ -57,7 +58,6 @@ from service.benchmarks.datasets import (  # the parsers, shared with `ridgeline
     llmcompass,
     vidur,
 )
-from service.estimates.service import evaluate, to_core
 
 HARDWARE = "a100-sxm-80gb"
 

@@ -4,7 +4,7 @@
 
 Loads the measured tables in the repository's `validation/` folder, predicts each row with
 `roofline.collective` on the topology the measurement ran on (built from the `a100-sxm-80gb` catalogue profile by
-`service.collectives.service.device_topology`, or stated below where the catalogue has no such machine), and prints
+`adapters.device_topology`, or stated below where the catalogue has no such machine), and prints
 per dataset, op, device count and size bucket: the number of points, the median and p90 absolute percentage error,
 the bias (median signed error: + means Ridgeline predicts slower than measured), and the small-message floor
 (the 10th percentile of predicted over that of measured times of messages up to 64 KiB, where bandwidth does not
@@ -42,7 +42,7 @@ What each measurement ran, and so the algorithm predicted (never a per-shape fit
   per chip).
 - NCCL's Simple ring stages every chunk in a FIFO buffer, and one step of each ring loop is a copy through device
   memory (roofline.Link.memory_bytes_per_s: the profile's memory bandwidth × memory efficiency, which
-  `service.collectives.service.device_topology` hands the core).
+  `adapters.device_topology` hands the core).
 - vidur's runs across 2 nodes are reported as their own dataset (`vidur-a100_dgx-2nodes`): they do not move what a
   DGX A100's network carries. Its send_recv between two nodes reaches 7.8 GB/s at 64 MiB (31 % of one 200 Gb/s HDR
   port, 25 GB/s) and the all-reduce of 2 GPUs on 2 nodes 5.9 GB/s of bus bandwidth; 8 GPUs on 2 nodes 22 GB/s,
@@ -70,11 +70,11 @@ from typing import Any
 import numpy as np
 
 import roofline
+from adapters import device_topology
+from adapters import memory_bytes_per_s as service_memory_bytes_per_s
 from hardware_db import load_hardware
 from schemas.hardware import HardwareCreate
 from service.benchmarks.datasets import DATA_DIR, MissingData, open_text, resolve
-from service.collectives.service import device_topology
-from service.collectives.service import memory_bytes_per_s as service_memory_bytes_per_s
 
 HARDWARE = "a100-sxm-80gb"
 HARDWARE_PCIE = "a100-pcie-80gb"  # vidur's pairwise-NVLink machines (A100 PCIe cards)

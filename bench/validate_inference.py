@@ -9,7 +9,7 @@ clock of `op(); torch.cuda.synchronize()` per op: `transformer_A100.csv` the pre
 W2_proj, Softmax, LayerNorm_MHA, LayerNorm_FFN, GeLU, AllReduce_MHA, AllReduce_FFN.
 
 The prediction is the inference estimate itself (`roofline.inference`, built by the service's own mapping:
-`service.estimates.service.to_core`, `service.inference.service.transformer` and `topologies`) for the
+`adapters.to_core`, `adapters.transformer` and `adapters.topologies`) for the
 `gpt3-175b` catalogue model on the `a100-sxm-80gb` catalogue profile with shipped defaults: fp16, eager attention
 (`naive`: scores, softmax and values as three kernels, as LLMCompass runs them) and unfused kernels, the whole model's
 per-op rows divided by the layers. Prefill: 8 prompts of 2048 tokens. Decode: 8 prompts of 2047 tokens and one decode
@@ -34,12 +34,11 @@ from typing import Any
 import numpy as np
 
 import roofline
+from adapters import to_core, topologies, transformer
 from bench.validate import SCOPES
 from hardware_db import load_hardware, load_models
 from schemas.estimates import EstimateContext, Options
 from service.benchmarks.datasets import MissingData, data_dir, open_text
-from service.estimates.service import to_core
-from service.inference.service import topologies, transformer
 
 HARDWARE = "a100-sxm-80gb"
 MODEL = "gpt3-175b"

@@ -18,17 +18,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from schemas.common import ErrorDetail
-
-if TYPE_CHECKING:
-    from service.errors import Unprocessable
+from adapters import non_finite
 
 MEDIA_TYPE = "application/json"
 
@@ -52,31 +49,18 @@ def _non_finite(content: Any, path: str) -> str | None:
     return None
 
 
-def non_finite_error(field: str) -> Unprocessable:
-    from service.errors import Unprocessable, validation_message  # errors renders its envelope with this module
-
-    detail = [
-        ErrorDetail(
-            field=field,
-            message="the result is not a finite number: the inputs (sizes, or an inline profile's figures) overflow "
-            "a 64-bit float",
-            type="non_finite_result",
-        )
-    ]
-    return Unprocessable(validation_message(detail), detail)
-
-
 def dumps(content: Any, *, check: bool = True) -> bytes:
-    """orjson, no numpy support on purpose (TypeError), and no silent null for NaN or ±∞ (Unprocessable).
+    """orjson, no numpy support on purpose (TypeError), and no silent null for NaN or ±∞ (`adapters.InvalidField`,
+    answered as a 422 naming the field: `service.errors`).
 
     `check=False` skips the walk for NaN and ±∞, for a caller that checked its numbers itself (a 10 000-point sweep
-    checks its columns with numpy: `service.estimates.service.item_dicts`)."""
+    checks its columns with numpy: `adapters.item_dicts`)."""
     body = orjson.dumps(content, option=orjson.OPT_UTC_Z)  # "…Z", as pydantic writes UTC times
     # Only a body with a null can hold a non-finite float: most answers skip the walk.
     if check and b"null" in body:
         where = _non_finite(content, "response")
         if where is not None:
-            raise non_finite_error(where)
+            raise non_finite(where)
     return body
 
 

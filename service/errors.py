@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from adapters import InvalidField
 from schemas.common import ErrorDetail, ErrorEnvelope
 from service.encoding import ORJSONResponse
 
@@ -102,6 +103,12 @@ def validation_message(detail: list[ErrorDetail]) -> str:
     return "Invalid request: " + "; ".join(parts) + more
 
 
+def invalid(field: str, message: str, kind: str = "value_error") -> Unprocessable:
+    """A 422 whose detail names the field, like the request-validation errors do."""
+    detail = [ErrorDetail(field=field, message=message, type=kind)]
+    return Unprocessable(validation_message(detail), detail)
+
+
 def envelope(
     status: int,
     code: str,
@@ -131,6 +138,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RidgelineError)
     async def _ridgeline(_: Request, exc: RidgelineError) -> JSONResponse:
         return envelope(exc.status_code, exc.code, exc.message, exc.detail, exc.headers)
+
+    @app.exception_handler(InvalidField)
+    async def _invalid_field(_: Request, exc: InvalidField) -> JSONResponse:
+        # What the adapters (schemas ↔ core) cannot map, or a number JSON cannot carry: a 422 naming the field.
+        error = invalid(exc.field, exc.message, exc.kind)
+        return envelope(error.status_code, error.code, error.message, error.detail)
 
     @app.exception_handler(RequestValidationError)
     async def _request_validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -1,4 +1,6 @@
-"""The direction of imports is the architecture: roofline ← schemas ← hardware_db ← service; worker → schemas."""
+"""The direction of imports is the architecture: roofline ← schemas ← adapters ← service; hardware_db ← service;
+worker → schemas. Each contract in pyproject.toml is shown to fail when broken, on a copy of the project with one
+import added against it."""
 
 from __future__ import annotations
 
@@ -8,39 +10,64 @@ import sys
 import tomllib
 from pathlib import Path
 
+import grimp
+import pytest
+
 from tests.conftest import REPO
 
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+CONTRACTS = [c["name"] for c in CONFIG["contracts"]]
 
 
 def _run(cwd: Path, config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(config), "--no-cache"],
         cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
-        env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"},
+        # COLUMNS: one contract per line, however long its name.
+        env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin", "COLUMNS": "250"},
     )  # fmt: skip
+
+
+def _broken(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [name for name in CONTRACTS if f"{name} BROKEN" in result.stdout]
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    """The project's packages (their Python files) and pyproject.toml, in `tmp_path`."""
+    for package in CONFIG["root_packages"]:
+        shutil.copytree(REPO / package, tmp_path / package, ignore=_not_python)
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def _not_python(directory: str, names: list[str]) -> list[str]:
+    """What `copytree` leaves out: caches, and files that are not Python (assets, YAML, notes)."""
+    return [n for n in names if n == "__pycache__" or not (n.endswith(".py") or (Path(directory) / n).is_dir())]
+
+
+def _add(root: Path, module: str, source: str) -> None:
+    """Appends `source` to a module of the copy (a new module if there is none)."""
+    path = root / (module.replace(".", "/") + ".py")
+    path.write_text((path.read_text() if path.exists() else "") + "\n" + source + "\n")
 
 
 def test_the_repository_keeps_its_import_contracts() -> None:
     result = _run(REPO, REPO / "pyproject.toml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+    assert _broken(result) == []
 
 
 def test_the_check_fails_when_the_core_imports_the_web_stack_or_the_worker_imports_the_service(
     tmp_path: Path,
 ) -> None:
-    # A miniature tree with the same contracts, broken on purpose.
-    for package in ("roofline", "schemas", "hardware_db", "service", "worker", "migrations"):
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
-    (tmp_path / "roofline" / "bad.py").write_text("import fastapi\nimport sqlalchemy\n")
-    (tmp_path / "worker" / "bad.py").write_text("import service\n")
-    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
-    result = _run(tmp_path, tmp_path / "pyproject.toml")
+    root = _project_copy(tmp_path)
+    _add(root, "roofline.bad", "import fastapi\nimport sqlalchemy")
+    _add(root, "worker.bad", "import service")
+    result = _run(root, root / "pyproject.toml")
     assert result.returncode != 0
-    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    broken = [c["name"] for c in contracts if f"{c['name']} BROKEN" in result.stdout]
+    broken = _broken(result)
     assert "The modelling core imports numpy and the standard library only" in broken
     assert "The worker never imports the service or the database stack" in broken
 
@@ -49,7 +76,6 @@ def test_outside_the_core_only_its_public_modules_are_imported() -> None:
     """`roofline` and its sub-packages (`roofline.ops`, `roofline.collectives`, `roofline.inference`,
     `roofline.calibration`) are the core's interface; a module whose name starts with an underscore is private to
     the package that holds it, so nothing outside `roofline/` (bench and tests included) imports one."""
-    import grimp  # installed with import-linter
 
     graph = grimp.build_graph("roofline", "schemas", "hardware_db", "service", "worker", "migrations", "bench", "tests")
     private = {m for m in graph.find_descendants("roofline") if any(p.startswith("_") for p in m.split(".")[1:])}
@@ -60,3 +86,64 @@ def test_outside_the_core_only_its_public_modules_are_imported() -> None:
         if importer.split(".")[0] != "roofline"
     )
     assert offenders == []
+
+
+# One import against each contract of the layer between the contract and the core and of the service's layering.
+# Some break another contract too (an upward import inside a feature closes a cycle); each must break its own.
+BREAKS = {
+    "Adapters import only schemas, roofline, numpy and the standard library": [
+        ("adapters._ops", "from service.errors import Unprocessable"),
+    ],
+    "Only the core imports its private modules (roofline._*, roofline.*._*)": [
+        ("service.estimates.service", "from roofline.ops._matmul import matmul"),
+    ],
+    "Only adapters imports its private modules (adapters._*)": [
+        ("service.charts.service", "from adapters._hardware import to_core"),
+    ],
+    "Service layers: app, features down to stored data, shared infrastructure": [
+        ("service.benchmarks.importer", "from service.system import service as system"),  # a lower feature, upwards
+    ],
+    "Feature folders: router (HTTP) above service (rules) above repository": [
+        ("service.calibrations.repository", "from service.calibrations import service"),
+    ],
+    "Op, collective, inference estimates and uploads share adapters, not each other": [
+        ("service.estimates.service", "from service.collectives import service as collectives"),
+    ],
+    "No import cycles between siblings (function-local imports included)": [
+        ("service.loop_a", "def f() -> None:\n    from service import loop_b"),
+        ("service.loop_b", "def g() -> None:\n    from service import loop_a"),
+    ],
+}
+
+
+@pytest.mark.parametrize("contract", list(BREAKS))
+def test_each_new_contract_fails_when_broken(tmp_path: Path, contract: str) -> None:
+    assert contract in CONTRACTS
+    root = _project_copy(tmp_path)
+    for module, source in BREAKS[contract]:
+        _add(root, module, source)
+    result = _run(root, root / "pyproject.toml")
+    assert result.returncode != 0
+    assert contract in _broken(result), result.stdout
+
+
+@pytest.mark.parametrize("package", ["service", "bench", "worker"])
+def test_service_bench_and_worker_may_not_import_a_private_core_module(tmp_path: Path, package: str) -> None:
+    root = _project_copy(tmp_path)
+    _add(root, f"{package}.peek", "from roofline._num import ceil")
+    result = _run(root, root / "pyproject.toml")
+    assert _broken(result) == ["Only the core imports its private modules (roofline._*, roofline.*._*)"]
+
+
+def test_the_adapters_import_nothing_but_the_contract_the_core_and_numpy() -> None:
+    # An allowlist, where the forbidden contract can only list what it forbids: every import of every module of
+    # adapters/ is adapters, schemas, roofline, numpy or the standard library.
+    graph = grimp.build_graph("adapters", include_external_packages=True, cache_dir=None)
+    allowed = {"adapters", "schemas", "roofline", "numpy", *sys.stdlib_module_names}
+    imported = {
+        (module, name)
+        for module in graph.find_descendants("adapters") | {"adapters"}
+        for name in graph.find_modules_directly_imported_by(module)
+    }
+    assert {(m, n) for m, n in imported if n.split(".")[0] not in allowed} == set()
+    assert {n.split(".")[0] for _, n in imported} >= {"schemas", "roofline", "numpy"}

@@ -11,10 +11,10 @@ from schemas.calibrations import AccuracyRead
 from schemas.common import Dtype
 from service.accuracy import service
 from service.auth import AUTH_RESPONSES, ReaderDep
-from service.benchmarks.repository import RunFilters
 from service.deps import SessionDep
 from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
+from service.results.repository import RunFilters
 
 router = APIRouter(
     prefix="/v1/accuracy", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES}, route_class=OrjsonRoute

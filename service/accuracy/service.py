@@ -8,9 +8,8 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from schemas.calibrations import AccuracyCase, AccuracyGroup, AccuracyRead
-from service.benchmarks.repository import RunFilters
-from service.calibrations.repository import CalibrationRepository, ResultColumns
 from service.calibrations.service import error_stats
+from service.results.repository import ResultColumns, ResultRepository, RunFilters
 
 MATRIX_FAMILIES = frozenset({"matmul", "attention"})  # sized by FLOPs; the rest by bytes moved
 
@@ -41,7 +40,7 @@ def _cases(data: ResultColumns, indices: list[int], signed: np.ndarray, worst: i
 
 
 def report(session: Session, filters: RunFilters, worst: int) -> AccuracyRead:
-    data = CalibrationRepository(session).results(filters, None)
+    data = ResultRepository(session).columns(filters, None)
     measured = np.asarray(data.median_s, dtype=np.float64)
     raw = np.asarray(data.predicted_s, dtype=np.float64)
     calibrated = np.array([np.nan if v is None else v for v in data.calibrated_s], dtype=np.float64)

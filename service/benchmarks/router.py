@@ -18,12 +18,12 @@ from schemas.benchmarks import (
 from schemas.common import Dtype, Page
 from service.auth import AUTH_RESPONSES, ReaderDep, UploaderDep, WriteSessionDep
 from service.benchmarks import service
-from service.benchmarks.repository import RunFilters
 from service.deps import PagingDep, SessionDep
 from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import BENCHMARK_RUN_EXAMPLES
 from service.ratelimit import RateLimits
+from service.results.repository import RunFilters
 
 router = APIRouter(
     prefix="/v1/benchmarks",

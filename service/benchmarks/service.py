@@ -18,6 +18,7 @@ from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+import adapters
 from schemas.benchmarks import (
     BenchmarkResultRead,
     BenchmarkRunCreate,
@@ -31,15 +32,15 @@ from schemas.common import ErrorDetail
 from schemas.ops import Chain
 from service import ratelimit
 from service.auth import Principal
-from service.benchmarks import devices
-from service.benchmarks.predict import core_hardware, predict
-from service.benchmarks.repository import BenchmarkRepository, RunFilters
-from service.calibrations.apply import calibrate_results
+from service.benchmarks.repository import BenchmarkRepository
+from service.calibrations import service as calibrations
+from service.catalogue import devices
 from service.catalogue import service as catalogue
 from service.catalogue.service import HARDWARE
 from service.errors import Conflict, NotFound, Unprocessable, validation_message
 from service.orm import BenchmarkResult, BenchmarkRun, utcnow
 from service.ratelimit import RateLimits
+from service.results.repository import ResultRepository, RunFilters
 
 _OPS: TypeAdapter[list[ResultOp]] = TypeAdapter(list[ResultOp])
 
@@ -129,9 +130,9 @@ _gc_holders = 0
 def cyclic_gc_paused() -> Iterator[None]:
     """Pause CPython's cyclic garbage collector while a batch is processed. 10 000 results allocate a few hundred
     thousand container objects, which set off full collections over the whole heap (every module, numpy, pydantic,
-    SQLAlchemy, matplotlib) several times per request: 100-300 ms of a ~400 ms upload. Nothing here makes
-    reference cycles worth collecting early; reference counting still frees everything. Counted, so concurrent
-    uploads re-enable it only when the last one ends."""
+    SQLAlchemy, matplotlib) several times per request: a large share of an upload's time (bench/ingest.py).
+    Nothing here makes reference cycles worth collecting early; reference counting still frees everything. Counted,
+    so concurrent uploads re-enable it only when the last one ends."""
     global _gc_holders
     with _gc_lock:
         _gc_holders += 1
@@ -179,11 +180,11 @@ def _create_run(
     spent = ratelimit.charge(session, limits, principal.key_id, len(body.results)) if limits else None
     spec = catalogue.get_spec(session, HARDWARE, slug)
     ops = [r.op for r in body.results]
-    preds = predict(core_hardware(spec, slug, body.timing_scope), ops, spec=spec)
+    preds = adapters.predict(adapters.scoped_core(spec, slug, body.timing_scope), ops, spec=spec)
     measured = np.array([r.median_s for r in body.results])
     ratio = measured / preds.time_s  # NaN where there is no prediction
 
-    calibrated, used = calibrate_results(session, slug, ops, preds)
+    calibrated, used = calibrations.calibrate_predictions(session, slug, ops, preds)
     predicted_count = int(np.count_nonzero(np.isfinite(preds.time_s)))
     calibrated_count = int(np.count_nonzero(np.isfinite(calibrated)))
     run_id = _insert_run(
@@ -233,7 +234,7 @@ def _create_run(
         "calibrated_s": _nullable(calibrated),
         "calibration_id": [c or None for c in np.where(has_calibration, used, 0).tolist()],
     }
-    repo.add_results(columns)
+    ResultRepository(session).add(columns)
     run = repo.run(run_id)
     assert run is not None
     return created(run), False
@@ -292,7 +293,7 @@ def get_run(
     if run is None:
         raise NotFound(f"No benchmark run with id {run_id}.")
     names = repo.key_names({run.api_key_id} if run.api_key_id is not None else set())
-    rows, total = repo.page_results(run_id, op_kind, dtype, limit, offset)
+    rows, total = ResultRepository(session).page(run_id, op_kind, dtype, limit, offset)
     return BenchmarkRunDetail(
         **_run_read(run, names).model_dump(),
         items=[result_read(r) for r in rows],

@@ -2,10 +2,11 @@
 
 An estimate on a catalogue profile must read the profile's `spec_sha256` on every request (a parse is cached by it:
 `service.catalogue.service.get_spec`). Through a SQLAlchemy session in Starlette's thread pool that read costs more
-than everything else the op endpoint does: the trip to a worker thread and back, under load, is most of it (README,
-"Throughput"). A reader here does the one indexed read without leaving the event loop, with the driver alone:
+than everything else the op endpoint does: the trip to a worker thread and back, under load, is most of it
+(docs/operations.md, "Throughput"). A reader here does the one indexed read without leaving the event loop, with the
+driver alone:
 
-- SQLite (the embedded default): the file is local, the read is one B-tree lookup (~10 µs) made in place, and in WAL
+- SQLite (the embedded default): the file is local, the read is one B-tree lookup made in place, and in WAL
   mode a reader never waits for a writer. The connection gives up after `SQLITE_BUSY_MS` instead of the engine's
   30 s, so the loop is never held for long.
 - PostgreSQL: psycopg's async connections (a small pool of its own, `psycopg_pool`), awaited, so the loop serves other
@@ -21,14 +22,18 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
+from fastapi import Request
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from service.db import CONNECT_TIMEOUT_S
+from service.deps import in_unit_of_work
 
 log = logging.getLogger("ridgeline")
 
@@ -40,10 +45,10 @@ _SQLITE_DIGEST_SQL = {table: f"SELECT spec_sha256 FROM {table} WHERE slug = ?" f
 # blocked only while a connection recovers the WAL after a crash or holds the file in exclusive locking mode (which
 # Ridgeline never does), so this is a guard, not a cost paid.
 SQLITE_BUSY_MS = 50
-# Seconds a request waits for one of the pool's connections before taking the thread-pool path instead: a read takes
-# ~0.1 ms, so a pool this busy, or not connected (PostgreSQL down), is better left to the session's own handling.
+# Seconds a request waits for one of the pool's connections before taking the thread-pool path instead: a read is one
+# indexed lookup, so a pool this busy, or not connected (PostgreSQL down), is better left to the session's own handling.
 POSTGRES_WAIT_S = 0.2
-# Connections per process. Each serves thousands of digest reads a second; the compose file's max_connections covers
+# Connections per process. Each serves many digest reads a second; the compose file's max_connections covers
 # every process's engine pool and this one (tests/service/test_scale_out.py checks the sum).
 POSTGRES_POOL_MAX = 4
 
@@ -141,3 +146,22 @@ def digest_reader(engine: Engine) -> DigestReader:
         kwargs.pop("context", None)  # SQLAlchemy's type adapters, not a connection parameter
         return PostgresDigests(dict(kwargs))
     return DigestReader()
+
+
+T = TypeVar("T")
+
+
+class LoopReads(NamedTuple):  # a tuple: made on every hot request, at the cost of a tuple
+    """What a hot estimate endpoint reads with: the catalogue's digests on the event loop (its app's reader), else the
+    request's unit of work, read only, in one trip through the thread pool (`service.deps.in_unit_of_work`)."""
+
+    digests: DigestReader
+    request: Request
+
+    @classmethod
+    def of(cls, request: Request) -> LoopReads:
+        return cls(request.app.state.digests, request)
+
+    async def in_session(self, work: Callable[[Session], T]) -> T:
+        """`work(session)` in the request's unit of work: closed, never committed (the estimates only read)."""
+        return await in_unit_of_work(self.request, work, read_only=True)

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from schemas.hardware import HardwareCreate, HardwareRead
-from schemas.models import ModelCreate, ModelRead
+from schemas.estimates import EstimateContext
+from schemas.hardware import HardwareCreate, HardwareRead, HardwareSpec
+from schemas.models import ModelCreate, ModelRead, ModelSpec
 from service.catalogue.loopread import DigestReader
 from service.catalogue.repository import CatalogueRepository
 from service.errors import Conflict, NotFound, ReadOnly, Unprocessable, details_from_validation, validation_message
@@ -129,6 +130,57 @@ def get_spec(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> C:
         while len(_SPECS) > SPEC_CACHE_SIZE:
             _SPECS.popitem(last=False)
     return doc
+
+
+def resolve_hardware(session: Session, ctx: EstimateContext) -> tuple[HardwareSpec, str]:
+    """The profile an estimate runs on, and its name: a catalogue entry or an inline one, with the request's merge
+    patch applied (`hardware_patch`)."""
+    if isinstance(ctx.hardware, str):
+        return _patched(get_spec(session, HARDWARE, ctx.hardware), ctx.hardware, ctx)
+    return _patched(ctx.hardware, ctx.hardware.slug, ctx)
+
+
+async def resolve_hardware_on_loop(reader: DigestReader, ctx: EstimateContext) -> tuple[HardwareSpec, str] | None:
+    """`resolve_hardware` without a session, where that needs no more than one digest read (`DigestReader`): an
+    inline profile, or a catalogue profile whose parse is cached under the digest just read. None: ask
+    `resolve_hardware`."""
+    if not isinstance(ctx.hardware, str):
+        return _patched(ctx.hardware, ctx.hardware.slug, ctx)
+    spec = await spec_on_loop(reader, HARDWARE, ctx.hardware)
+    return None if spec is None else _patched(spec, ctx.hardware, ctx)
+
+
+def _patched(spec: HardwareSpec, name: str, ctx: EstimateContext) -> tuple[HardwareSpec, str]:
+    if ctx.hardware_patch:
+        doc = merge_patch(spec.model_dump(mode="json", exclude_none=True), ctx.hardware_patch)
+        doc.setdefault("slug", name)
+        try:
+            spec = HardwareCreate.model_validate(doc)
+        except ValidationError as err:
+            detail = details_from_validation(list(err.errors()), ("body", "hardware_patch"))
+            raise Unprocessable(validation_message(detail), detail) from None
+        name = f"{name} (patched)"
+    return spec, name
+
+
+def calibration_slug(ctx: EstimateContext) -> str | None:
+    """The catalogue slug whose calibrations an estimate may use: None for an inline or patched profile."""
+    return ctx.hardware if isinstance(ctx.hardware, str) and not ctx.hardware_patch else None
+
+
+def resolve_model(session: Session, ref: str | ModelSpec) -> tuple[ModelSpec, str]:
+    """The model a run uses, and its name: a catalogue entry or an inline config."""
+    if isinstance(ref, str):
+        return get_spec(session, MODELS, ref), ref
+    return ref, getattr(ref, "slug", ref.name)
+
+
+async def resolve_model_on_loop(reader: DigestReader, ref: str | ModelSpec) -> tuple[ModelSpec, str] | None:
+    """`resolve_model` with one digest read on the event loop and the parse cache; None: ask `resolve_model`."""
+    if not isinstance(ref, str):
+        return ref, getattr(ref, "slug", ref.name)
+    spec = await spec_on_loop(reader, MODELS, ref)
+    return None if spec is None else (spec, ref)
 
 
 def page(

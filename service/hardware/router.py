@@ -9,8 +9,7 @@ from fastapi import APIRouter, Body, Path, Query, Response
 from schemas.benchmarks import HardwareResolution
 from schemas.common import Page
 from schemas.hardware import DeviceKind, HardwareCreate, HardwareRead, Vendor
-from service.benchmarks import devices
-from service.catalogue import service
+from service.catalogue import devices, service
 from service.catalogue.service import HARDWARE
 from service.deps import PagingDep, SessionDep
 from service.encoding import OrjsonRoute

@@ -13,14 +13,14 @@ from typing import NamedTuple
 
 from sqlalchemy.orm import Session
 
+import adapters
 import roofline
 from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareSpec
 from schemas.inference import Dtypes, InferenceRead, InferenceRequest
 from schemas.models import ModelSpec
 from schemas.plan import Miss, Objective, PlanCandidate, PlanRead, PlanRequest, RankedBy
-from service.calibrations.runs import CalibrationUse
-from service.inference.service import Prepared, Resolver, render, resolve_model, transformer
+from service.inference.service import Resolver
 
 MAX_SKIPPED_LISTED = 20
 
@@ -29,7 +29,7 @@ class _System(NamedTuple):
     spec: HardwareSpec
     name: str
     system: roofline.System
-    calibration: CalibrationUse | None
+    calibration: adapters.CalibrationUse | None
 
 
 @dataclass
@@ -50,10 +50,10 @@ def _groups(tensor: int, pipeline: int) -> list[int]:
 
 def plan(session: Session, body: PlanRequest) -> PlanRead:
     """Estimate every configuration of the search, size each to the traffic and rank them."""
-    model_spec, model_name = resolve_model(session, body.model)
-    model = transformer(model_spec, None)
-    traffic, s = body.traffic, body.search
     resolver = Resolver(session)
+    model_spec, model_name = resolver.model(body.model)
+    model = adapters.transformer(model_spec, None)
+    traffic, s = body.traffic, body.search
     systems = []
     for ref in body.hardware:
         # options.calibration per profile: "latest" is each profile's own (the physical model, with a note, for one
@@ -66,20 +66,15 @@ def plan(session: Session, body: PlanRequest) -> PlanRead:
     for (index, (_, name, system, _)), t, p, dtypes in itertools.product(
         enumerate(systems), s.tensor, s.pipeline, s.dtypes
     ):
-        precision = roofline.Precision(
-            str(dtypes.weights), str(dtypes.activations), str(dtypes.kv_cache or dtypes.activations)
-        )
         label = f"{name} tensor {t} pipeline {p} weights {dtypes.weights} activations {dtypes.activations}"
         runs = [
-            roofline.InferenceRun(
+            adapters.inference_run(
                 model,
                 system,
                 roofline.Workload.uniform(batch, traffic.prompt_tokens, traffic.output_tokens),
                 roofline.Parallelism(tensor=t, pipeline=p),
-                precision,
-                str(body.implementation.attention),
-                body.implementation.fused,
-                body.implementation.decode_samples,
+                dtypes,
+                body.implementation,
             )
             for batch in s.batch
         ]
@@ -206,5 +201,7 @@ def _estimate(
             "price_per_device_hour": body.prices.get(c.hardware_name),
         }
     )
-    prepared = Prepared(request, c.run, model_spec, model_name, sys.spec, c.hardware_name, 1, "body", sys.calibration)
-    return InferenceRead.model_validate(render(prepared, est))
+    prepared = adapters.Prepared(
+        request, c.run, model_spec, model_name, sys.spec, c.hardware_name, 1, "body", sys.calibration
+    )
+    return InferenceRead.model_validate(adapters.render_run(prepared, est))

@@ -16,16 +16,12 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from pydantic import BaseModel
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from schemas.common import ErrorEnvelope
-from service.catalogue.repository import CatalogueRepository
+from schemas.system import Health, Pong
 from service.deps import SessionDep
-from service.errors import ServiceUnavailable
-from service.orm import HardwareProfile, ModelConfig
+from service.system import service
 
 router = APIRouter(tags=["system"])  # no request bodies: no OrjsonRoute
 
@@ -40,10 +36,6 @@ LATENCY = Histogram(
 )
 
 
-class Pong(BaseModel):
-    pong: bool
-
-
 # A constant, not touching the database: the baseline bench/throughput.py measures the estimates against (the cost of
 # HTTP, routing and the middleware alone).
 PONG = Pong(pong=True)
@@ -55,29 +47,10 @@ async def ping() -> Pong:
     return PONG
 
 
-class CatalogueCounts(BaseModel):
-    hardware: int
-    models: int
-
-
-class Health(BaseModel):
-    status: str
-    database: str
-    catalogue: CatalogueCounts
-
-
 @router.get("/healthz", responses={503: {"model": ErrorEnvelope, "description": "Database unreachable"}})
 def healthz(session: SessionDep) -> Health:
     """Liveness and readiness: the database answers and the catalogue is loaded."""
-    try:
-        session.execute(text("SELECT 1"))
-        counts = CatalogueCounts(
-            hardware=CatalogueRepository(session, HardwareProfile).count(),
-            models=CatalogueRepository(session, ModelConfig).count(),
-        )
-    except SQLAlchemyError as err:
-        raise ServiceUnavailable(f"database unreachable: {type(err).__name__}") from None
-    return Health(status="ok", database="ok", catalogue=counts)
+    return service.health(session)
 
 
 @router.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
@@ -108,9 +81,8 @@ class MetricsMiddleware:
     """Counts and times every HTTP request by route template and status.
 
     Plain ASGI rather than `@app.middleware("http")`: Starlette's BaseHTTPMiddleware runs each request through a task
-    group and wraps every `receive` in another, which cost ~0.3 ms per request with a body on the development machine
-    (bench/throughput.py). The time is taken when the response starts, as before: the server's work, not the body's
-    transfer to a slow client.
+    group and wraps every `receive` in another, a cost on every request with a body (bench/throughput.py). The time
+    is taken when the response starts: the server's work, not the body's transfer to a slow client.
     """
 
     def __init__(self, app: ASGIApp) -> None:

@@ -1,6 +1,6 @@
 """The models the core's inference tests run, built directly as `roofline.Transformer` with the shapes of the
 catalogue's model configs (hardware_db/models/<slug>.yaml, which cite the models' published configs): what
-`service.inference.service.transformer` makes of them, which tests/service/test_core_mapping.py holds equal."""
+`adapters.transformer` makes of them, which tests/adapters/test_core_mapping.py holds equal."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The devices the core's tests run on, built directly as `roofline.Hardware` and `roofline.Fabric` with the figures
-of the catalogue's profiles: what the service's mapping (`service.estimates.service.to_core`,
-`service.collectives.service.device_topology`) makes of them, which tests/service/test_core_mapping.py holds equal.
+of the catalogue's profiles: what the adapters (`adapters.to_core`,
+`adapters.device_topology`) make of them, which tests/adapters/test_core_mapping.py holds equal.
 
 Every figure comes from the profile named beside it (hardware_db/hardware/<slug>.yaml), which cites its source for
 each one (`sources` and `figure_sources`: the vendor datasheets and whitepapers, the CUDA programming guide,

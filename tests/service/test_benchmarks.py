@@ -2,7 +2,7 @@
 
 Hand-worked figures use the A100 SXM 80GB profile (hardware_db/hardware/a100-sxm-80gb.yaml): 2039e9 B/s HBM at
 memory efficiency 0.90, 19.5e12 fp32 vector FLOP/s at 0.80, 5 µs per kernel; kernel-time scopes use the 2.5 µs
-floor (service/benchmarks/predict.py, KERNEL_FLOOR_S).
+floor (adapters/_hardware.py, KERNEL_FLOOR_S).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
+import adapters
 import roofline
 from schemas.collectives import CollectiveRead, CollectiveRequest
 from schemas.estimates import EstimateOpsRead, EstimateRead
@@ -26,8 +27,6 @@ from schemas.plan import PlanRequest
 from service import encoding
 from service.collectives import service as collectives
 from service.encoding import ORJSONResponse
-from service.errors import Unprocessable
-from service.estimates import service as estimates
 from service.examples import (
     COLLECTIVE_EXAMPLES,
     ESTIMATE_OP_EXAMPLES,
@@ -106,10 +105,10 @@ def test_plain_values_encode_compactly_and_null_stays_null() -> None:
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_nan_and_infinity_are_a_422_naming_the_field_never_a_silent_null(bad: float) -> None:
-    with pytest.raises(Unprocessable) as raised:
+    with pytest.raises(adapters.InvalidField) as raised:  # answered as a 422 (service.errors)
         encoding.dumps({"items": [{"time_s": 1.0}, {"time_s": 2.0, "details": {"raw_time_s": bad}}]})
-    assert [d.field for d in raised.value.detail] == ["response.items.1.details.raw_time_s"]
-    assert raised.value.detail[0].type == "non_finite_result"
+    assert raised.value.field == "response.items.1.details.raw_time_s"
+    assert raised.value.kind == "non_finite_result"
 
 
 def test_the_error_envelope_goes_through_the_encoder(client: TestClient, encoded: list[Any]) -> None:
@@ -155,7 +154,7 @@ def test_every_example_response_reaches_the_encoder_as_plain_json(
 
 
 def test_the_op_answer_is_exactly_an_estimate_read(client: TestClient) -> None:
-    # The endpoint skips FastAPI's validation of its answer (service.estimates.router): this is that check.
+    # The endpoint skips FastAPI's validation of its answer (service.estimates.service.estimate_op): this is that check.
     response = client.post("/v1/estimate/op", json=MATMUL)
     assert response.status_code == 200, response.text
     body = response.json()
@@ -222,36 +221,36 @@ def test_the_services_build_their_models_without_numpy(
 
 
 def test_a_numpy_leak_is_a_500_that_tests_see(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = estimates.with_assumptions
+    real = adapters.with_assumptions
 
     def leaky(est: roofline.Estimate, hw: roofline.Hardware, name: str) -> roofline.Estimate:
         out = real(est, hw, name)
         out.assumptions["leak"] = np.float64(1.0)
         return out
 
-    monkeypatch.setattr(estimates, "with_assumptions", leaky)
+    monkeypatch.setattr(adapters, "with_assumptions", leaky)
     response = client.post("/v1/estimate/op", json=MATMUL)
     assert response.status_code == 500
     assert response.json()["error"] == "internal_error"
 
 
 def _overflowing(point: int) -> Callable[..., roofline.Estimate]:
-    """`evaluate`, with one point's time made infinite (the input limits keep real inputs from doing this)."""
-    real = estimates.evaluate
+    """The core's `single`, with one point's time made infinite (the input limits keep real inputs from doing this)."""
+    real = roofline.single
 
-    def evaluate(*args: Any, **kwargs: Any) -> roofline.Estimate:
+    def single(*args: Any, **kwargs: Any) -> roofline.Estimate:
         est = real(*args, **kwargs)
         time_s = np.array(est.time_s, dtype=np.float64, copy=True)
         time_s.reshape(-1)[point] = np.inf
         return dataclasses.replace(est, time_s=time_s)
 
-    return evaluate
+    return single
 
 
 def test_an_estimate_that_overflows_is_a_422_naming_the_field(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(estimates, "evaluate", _overflowing(0))
+    monkeypatch.setattr(roofline, "single", _overflowing(0))
     response = client.post("/v1/estimate/op", json=MATMUL)
     assert response.status_code == 422, response.text
     assert [(d["field"], d["type"]) for d in response.json()["detail"]] == [("response.time_s", "non_finite_result")]
@@ -260,7 +259,7 @@ def test_an_estimate_that_overflows_is_a_422_naming_the_field(
 def test_a_sweep_point_that_overflows_is_a_422_naming_the_point(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(estimates, "evaluate", _overflowing(2))
+    monkeypatch.setattr(roofline, "single", _overflowing(2))
     sweep = {"op": MATMUL["op"], "vary": {"m": [1, 128, 4096, 8192]}}
     response = client.post("/v1/estimate/ops", json={"hardware": "a100-sxm-80gb", "sweep": sweep})
     assert response.status_code == 422, response.text

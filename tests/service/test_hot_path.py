@@ -1,6 +1,6 @@
-"""The op endpoint's hot path (service.estimates.router): catalogue digests read on the event loop
-(service.catalogue.loopread) and a single item rendered without numpy's column path
-(service.estimates.service.item_dict).
+"""The op endpoint's hot path (service.estimates.service.estimate_op): catalogue digests read on the event loop
+(service.catalogue.loopread); the single item it renders without numpy's column path (adapters.item_dict) is held
+equal to the column path in tests/adapters/test_rows.py.
 
 That a digest read on the loop is always current is proven with two real processes on one database (SQLite file and
 PostgreSQL) in tests/service/test_scale_out.py (a PATCH through one, an estimate through the other); here, the
@@ -13,13 +13,11 @@ import asyncio
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
-from schemas.estimates import EstimateOpRequest
 from service.catalogue.loopread import (
     POSTGRES_WAIT_S,
     SQLITE_BUSY_MS,
@@ -29,7 +27,6 @@ from service.catalogue.loopread import (
     digest_reader,
 )
 from service.db import make_engine
-from service.estimates import service
 from service.examples import _HARDWARE, ESTIMATE_OP_EXAMPLES
 from tests.conftest import PostgresSchema, free_port
 
@@ -139,24 +136,6 @@ def test_an_unreachable_postgres_is_left_to_the_session_without_holding_the_requ
     started = time.monotonic()
     assert _read(reader, "h") == (False, None)
     assert time.monotonic() - started < POSTGRES_WAIT_S + 2.0
-
-
-def _op_examples() -> list[dict[str, Any]]:
-    return [example["value"] for example in ESTIMATE_OP_EXAMPLES.values()]
-
-
-@pytest.mark.parametrize("body", _op_examples(), ids=list(ESTIMATE_OP_EXAMPLES))
-def test_one_item_renders_as_the_column_path_renders_it(client: TestClient, body: dict[str, Any]) -> None:
-    # Both renderers of an estimate (the single op's and the sweep's) give the same item, key order included.
-    request = EstimateOpRequest.model_validate(body)
-    with client.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
-        spec, name = service.resolve_hardware(session, request)
-    hw = service.to_core(spec, request)
-    est = service.with_assumptions(service.evaluate(hw, request.op), hw, name)
-    single = service.item_dict(est)
-    assert list(single) == list(service.item_dicts(est, where=None)[0])
-    assert single == service.item_dicts(est, where=None)[0]
-    assert all(type(value) is float for key, value in single.items() if key.endswith("_s"))
 
 
 def test_the_loop_path_and_the_session_path_answer_alike(client: TestClient) -> None:

@@ -1,10 +1,10 @@
 """options.calibration on /v1/estimate/inference, its batch and /v1/plan, over HTTP on SQLite and PostgreSQL.
 
 Synthetic measured timings are planted on the A100 profile as graph replays, whose predictions use a 2.5 µs fixed
-cost per kernel (service.benchmarks.predict.KERNEL_FLOOR_S): every bf16 matmul call is "measured" at exactly 1.25 ×
+cost per kernel (adapters.KERNEL_FLOOR_S): every bf16 matmul call is "measured" at exactly 1.25 ×
 (2.5 µs + w) and every bf16 layer norm at 2 × (2.5 µs + w), w being the modelled work (the prediction less its fixed
 cost). For a one-kernel op that is 1.25 × (or 2 ×) its prediction; a split-K matmul has a second kernel (its
-reduction), whose launch the planted time leaves out. Calibration's parametric layer (roofline/_calibration.py) fits
+reduction), whose launch the planted time leaves out. Calibration's parametric layer (roofline/calibration.py) fits
 measured ≈ L + w · u(z), so the fit is exact: L = 1.25 · 2.5 µs = 3.125 µs and u ≡ 1.25 for the matmuls, L = 5 µs and
 u ≡ 2 for the norms. The residuals are 0, so interpolation between neighbours multiplies by exp(0) = 1.
 
@@ -19,13 +19,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import TypeAdapter
 
-from schemas.benchmarks import ResultOp
-from service.calibrations.features import describe, describe_sized, group_of, template_of
 from tests.service.test_benchmarks import bearer, keys, run_body, upload
 
 __all__ = ["keys"]  # the fixture, used by name
@@ -280,64 +276,3 @@ def test_the_planner_takes_a_calibration_per_profile(client: TestClient, calibra
     wrong = client.post("/v1/plan", json=by_id)
     assert wrong.status_code == 422 and wrong.json()["detail"][0]["field"] == "body.options.calibration"
     assert client.post("/v1/plan", json={**by_id, "hardware": [A100]}).status_code == 200
-
-
-@pytest.mark.parametrize(
-    ("op", "static", "sizes", "doc"),
-    [
-        (
-            "matmul",
-            {"dtype": "bf16", "epilogue": ("gelu",), "fuse_epilogue": True},
-            {"m": 1280.0, "n": 3072.0, "k": 768.0, "batch": 1.0},
-            {"kind": "matmul", "m": 1280, "n": 3072, "k": 768, "epilogue": ["gelu"]},
-        ),
-        (
-            "attention",
-            {"dtype": "fp16", "causal": True, "implementation": "flash"},
-            {"batch": 8.0, "heads": 32.0, "kv_heads": 8.0, "head_dim": 128.0, "q_len": 1.0, "kv_len": 4096.0},
-            {"kind": "attention", "batch": 8, "heads": 32, "kv_heads": 8, "head_dim": 128, "q_len": 1, "kv_len": 4096,
-             "dtype": "fp16"},
-        ),
-        (
-            "layernorm",
-            {"dtype": "bf16", "rms": True},
-            {"rows": 10.0, "cols": 8192.0},
-            {"kind": "rmsnorm", "rows": 10, "cols": 8192},
-        ),
-        (
-            "elementwise",
-            {"dtype": "bf16", "inputs": 3.0, "outputs": 1, "flops_per_element": 6.0},
-            {"elements": 1e6},
-            {"kind": "elementwise", "elements": 1000000, "inputs": 3, "flops_per_element": 6.0},
-        ),
-        (
-            "activation",
-            {"dtype": "bf16", "function": "swiglu"},
-            {"elements": 4096.0},
-            {"kind": "activation", "elements": 4096, "function": "swiglu"},
-        ),
-        (
-            "collective",
-            {"collective": "all_reduce", "devices": 4, "dtype": "fp16"},
-            {"bytes": 196608.0},
-            {"kind": "collective", "collective": "all_reduce", "devices": 4, "bytes": 196608, "dtype": "fp16"},
-        ),
-    ],
-)  # fmt: skip
-def test_an_inference_op_group_is_described_as_its_op_estimate(
-    op: str, static: dict[str, Any], sizes: dict[str, float], doc: dict[str, Any]
-) -> None:
-    """The family, variant and features an inference op group gets are exactly those of the same op sent to
-    /v1/estimate/op (or uploaded): the one description both calibrations go through."""
-    stored = TypeAdapter(ResultOp).dump_python(TypeAdapter(ResultOp).validate_python(doc), mode="json")
-    keys, expected, _ = describe([stored])
-    arrays = {name: np.array([value]) for name, value in sizes.items()}
-    template = template_of(op, static, arrays)
-    assert template is not None and group_of(template) == group_of(stored)
-    key, features = describe_sized(template, arrays, 1)
-    assert key == keys[0]
-    assert features == pytest.approx(expected)
-
-
-def test_an_op_no_schema_describes_is_left_to_the_physical_model() -> None:
-    assert template_of("matmul", {"dtype": "fp6", "epilogue": (), "fuse_epilogue": True}, {"m": np.ones(1)}) is None

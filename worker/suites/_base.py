@@ -8,16 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from worker.device import Device
 from worker.results import TimingScope, validate_op
+from worker.suites._skip import SkipCase
 from worker.timing import Stats, TimingPolicy
 
 if TYPE_CHECKING:
     from worker.suites._jax import JaxRuntime
 
 __all__ = ["Case", "Context", "SkipCase", "Target", "dtypes_for", "primary_dtype"]
-
-
-class SkipCase(Exception):
-    """This case cannot run here (an implementation the device or library lacks); the run goes on without it."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from worker.suites._skip import SkipCase
 from worker.timing import Stats, TimingPolicy, measure, rotation_sets
 
 __all__ = ["JAX_DTYPES", "JaxRuntime", "block", "lax", "shard_map"]
@@ -108,8 +109,6 @@ class JaxRuntime:
         Pallas kernel this GPU lacks) skips the case instead of failing it."""
         sets = self.inputs(shapes, dtype)
         if optional:
-            from worker.suites._base import SkipCase
-
             try:
                 block(fn(*sets[0]))
             except Exception as err:

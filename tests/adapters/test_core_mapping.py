@@ -1,8 +1,8 @@
-"""The service's mapping from catalogue profiles and model configs to the core's types (`to_core`,
-`service.collectives.service.device_topology`, `service.inference.service.transformer`).
+"""The adapters' mapping from catalogue profiles and model configs to the core's types (`adapters.to_core`,
+`adapters.device_topology`, `adapters.transformer`).
 
 The core's own tests build `roofline.Hardware`, its fabrics and `roofline.Transformer` directly
-(tests/roofline/profiles.py, tests/roofline/models.py); here they are held equal to what the service makes of the
+(tests/roofline/profiles.py, tests/roofline/models.py); here they are held equal to what the adapters make of the
 catalogue, so that the core's hand-worked numbers are the catalogue's.
 """
 
@@ -13,13 +13,10 @@ from dataclasses import replace
 import pytest
 
 import roofline
+from adapters import InvalidField, device_topology, to_core, topologies, transformer
 from hardware_db import load_hardware, load_models
 from schemas.estimates import EstimateContext, Options
 from schemas.inference import AttentionKind, AttentionOverride
-from service.collectives.service import device_topology
-from service.errors import Unprocessable
-from service.estimates.service import to_core
-from service.inference.service import topologies, transformer
 from tests.roofline import models, profiles
 
 HARDWARE = {h.slug: h for h in load_hardware()}
@@ -70,5 +67,5 @@ def test_a_sliding_window_over_every_layer_maps_to_window_layers() -> None:
 
 
 def test_latent_attention_has_no_mha_mqa_or_gqa_what_if() -> None:
-    with pytest.raises(Unprocessable, match="multi-head latent attention"):
+    with pytest.raises(InvalidField, match="multi-head latent attention"):
         transformer(MODELS["deepseek-v3"], AttentionOverride(kind=AttentionKind.mqa))

@@ -1,0 +1,127 @@
+"""Between the API contract (`schemas`) and the modelling core (`roofline`): schema objects become core objects and
+calls, core results become response rows. Imports `schemas`, `roofline`, numpy and the standard library only
+(enforced by import-linter); knows nothing of HTTP or the database. Errors are `InvalidField`, naming the request or
+response field; the service answers them as a 422.
+
+- hardware profiles and options → `roofline.Hardware` (`to_core`, `scoped_core`);
+- ops → core calls (`evaluate`, `sweep`), and the one vectorised batch evaluator (`evaluate_ops`, `predict`) that op
+  estimates, stored predictions and calibrations share;
+- core estimates → response items (`item_dict`, `item_dicts`);
+- collectives → topologies and `CollectiveRead` (`device_topology`, `request_topology`, `estimate_collective`);
+- inference requests and model configs → `roofline.InferenceRun` and `InferenceRead` documents (`transformer`,
+  `prepare_run`, `render_run`);
+- calibrations applied to core estimates before they are rendered (`Fitted`, `correct`, `calibrate_points`,
+  `RunCorrector`).
+"""
+
+from adapters._batch import (
+    Batch,
+    CollectiveGroup,
+    OpGroup,
+    Predictions,
+    evaluate_ops,
+    predict,
+    template_key,
+)
+from adapters._calibration import (
+    METHODS,
+    NOTES,
+    UNCALIBRATED,
+    CalibrationUse,
+    Chosen,
+    Fitted,
+    FittedGroup,
+    RunCorrector,
+    calibrate_docs,
+    calibrate_points,
+    calibrated,
+    correct,
+    covering,
+    describe,
+    describe_sized,
+    group_of,
+    op_kind,
+    template_of,
+    variant_codes,
+)
+from adapters._collectives import (
+    describe_topology,
+    device_topology,
+    estimate_collective,
+    fabric,
+    memory_bytes_per_s,
+    request_device_topology,
+    request_topology,
+)
+from adapters._errors import InvalidField, non_finite
+from adapters._hardware import KERNEL_FLOOR_S, scope_launch_s, scoped_core, to_core
+from adapters._inference import (
+    Prepared,
+    estimate_runs,
+    inference_run,
+    inference_system,
+    prepare_run,
+    render_run,
+    topologies,
+    transformer,
+)
+from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
+from adapters._rows import item_dict, item_dicts, with_assumptions
+
+__all__ = [
+    "KERNEL_FLOOR_S",
+    "METHODS",
+    "NOTES",
+    "UNCALIBRATED",
+    "Batch",
+    "CalibrationUse",
+    "Chosen",
+    "CollectiveGroup",
+    "Fitted",
+    "FittedGroup",
+    "InvalidField",
+    "OpGroup",
+    "Predictions",
+    "Prepared",
+    "RunCorrector",
+    "calibrate_docs",
+    "calibrate_points",
+    "calibrated",
+    "check_sweep",
+    "correct",
+    "covering",
+    "describe",
+    "describe_sized",
+    "describe_topology",
+    "device_topology",
+    "estimate_collective",
+    "estimate_runs",
+    "evaluate",
+    "evaluate_ops",
+    "fabric",
+    "group_of",
+    "inference_run",
+    "inference_system",
+    "item_dict",
+    "item_dicts",
+    "memory_bytes_per_s",
+    "non_finite",
+    "op_kind",
+    "predict",
+    "prepare_run",
+    "render_run",
+    "request_device_topology",
+    "request_topology",
+    "scope_launch_s",
+    "scoped_core",
+    "size_fields",
+    "sweep",
+    "sweep_docs",
+    "template_key",
+    "template_of",
+    "to_core",
+    "topologies",
+    "transformer",
+    "variant_codes",
+    "with_assumptions",
+]
