@@ -10,6 +10,7 @@ WORKDIR /app
 COPY pyproject.toml README.md alembic.ini ./
 COPY roofline ./roofline
 COPY schemas ./schemas
+COPY adapters ./adapters
 COPY hardware_db ./hardware_db
 COPY service ./service
 COPY migrations ./migrations

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,7 +78,10 @@ def test_dockerfile_command_serves_on_sqlite_in_its_workdir(tmp_path: Path) -> N
     dockerfile = (REPO / "Dockerfile").read_text()
     cmd = json.loads(re.search(r"^CMD (\[.*\])$", dockerfile, re.MULTILINE).group(1))  # type: ignore[union-attr]
     copied = set(re.findall(r"^COPY (\w+) ", dockerfile, re.MULTILINE))
-    assert {"roofline", "schemas", "hardware_db", "service", "migrations", "worker"} <= copied
+    # Every package `pip install .` installs must be in the image (pyproject's packages.find include list).
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert {name.rstrip("*") for name in packages["include"]} <= copied
+    assert {"roofline", "schemas", "adapters", "hardware_db", "service", "migrations", "worker"} <= copied
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "RIDGELINE_DATABASE_URL")}
     server = LiveServer(_local(cmd, port), env, port, tmp_path)  # cwd plays the image's WORKDIR /data
