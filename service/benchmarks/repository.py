@@ -7,7 +7,7 @@ from sqlalchemy import Select, exists, func, select
 from sqlalchemy.orm import Session
 
 from service.orm import ApiKey, BenchmarkResult, BenchmarkRun
-from service.results.repository import RunFilters
+from service.results.repository import RunFilters, run_conditions
 
 
 class BenchmarkRepository:
@@ -33,18 +33,7 @@ class BenchmarkRepository:
         return {key_id: name for key_id, name in rows}
 
     def _runs(self, f: RunFilters) -> Select[BenchmarkRun]:
-        query = select(BenchmarkRun)
-        if f.hardware is not None:
-            query = query.where(BenchmarkRun.hardware == f.hardware)
-        if f.timing_scope is not None:
-            query = query.where(BenchmarkRun.timing_scope == f.timing_scope)
-        if f.since is not None:
-            query = query.where(BenchmarkRun.created_at >= f.since)
-        if f.until is not None:
-            query = query.where(BenchmarkRun.created_at < f.until)
-        if f.software is not None:
-            version = BenchmarkRun.software[f.software].as_string()
-            query = query.where(version.is_not(None) if f.software_version is None else version == f.software_version)
+        query = select(BenchmarkRun).where(*run_conditions(f))
         if f.op_kind is not None or f.dtype is not None:
             has = select(BenchmarkResult.id).where(BenchmarkResult.run_id == BenchmarkRun.id)
             if f.op_kind is not None:

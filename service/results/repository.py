@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, cast
 
 import pydantic_core
-from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy import ColumnElement, Table, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from service.orm import BenchmarkResult, BenchmarkRun
@@ -28,6 +28,24 @@ class RunFilters:
     timing_scope: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+
+def run_conditions(f: RunFilters) -> list[ColumnElement[bool]]:
+    """The conditions on a result's run (`BenchmarkRun`): its profile, timing scope, upload time and software."""
+    run = BenchmarkRun
+    where: list[ColumnElement[bool]] = []
+    if f.hardware is not None:
+        where.append(run.hardware == f.hardware)
+    if f.timing_scope is not None:
+        where.append(run.timing_scope == f.timing_scope)
+    if f.since is not None:
+        where.append(run.created_at >= f.since)
+    if f.until is not None:
+        where.append(run.created_at < f.until)
+    if f.software is not None:
+        version = run.software[f.software].as_string()
+        where.append(version.is_not(None) if f.software_version is None else version == f.software_version)
+    return where
 
 
 @dataclass
@@ -99,17 +117,7 @@ class ResultRepository:
         )  # fmt: skip
         if predicted_only:
             query = query.where(r.predicted_s.is_not(None))
-        if f.hardware is not None:
-            query = query.where(run.hardware == f.hardware)
-        if f.timing_scope is not None:
-            query = query.where(run.timing_scope == f.timing_scope)
-        if f.since is not None:
-            query = query.where(run.created_at >= f.since)
-        if f.until is not None:
-            query = query.where(run.created_at < f.until)
-        if f.software is not None:
-            version = run.software[f.software].as_string()
-            query = query.where(version.is_not(None) if f.software_version is None else version == f.software_version)
+        query = query.where(*run_conditions(f))
         if f.op_kind is not None:
             query = query.where(r.op_kind == f.op_kind)
         if families is not None:
