@@ -54,6 +54,7 @@ from service.benchmarks.datasets import (  # the parsers, shared with `ridgeline
     Group,
     MissingData,
     aiconfigurator,
+    aiconfigurator_generations,
     data_dir,
     llmcompass,
     vidur,
@@ -110,6 +111,7 @@ class Result:
     measured_s: np.ndarray
     predicted_s: np.ndarray
     labels: list[str]
+    device: str = HARDWARE
 
     @property
     def signed(self) -> np.ndarray:
@@ -121,16 +123,16 @@ class Result:
 
 
 def load(root: Path | None = None) -> list[Group]:
-    """Every measured group, from the three sources."""
+    """Every measured group, from the three sources; aiconfigurator's on A100 and on the newer generations."""
     base = data_dir(root)
-    return [*aiconfigurator(base), *vidur(base), *llmcompass(base)]
+    return [*aiconfigurator(base), *vidur(base), *llmcompass(base), *aiconfigurator_generations(base)]
 
 
 def hardware(launch_s: float = KERNEL_FLOOR_S, spec: HardwareCreate | None = None) -> roofline.Hardware:
     """The catalogue profile as the service maps it, with the per-kernel fixed cost of a timing scope."""
     if spec is None:
         spec = next(h for h in load_hardware() if h.slug == HARDWARE)
-    ctx = EstimateContext(hardware=HARDWARE, options=Options(launch_overhead_s=launch_s))
+    ctx = EstimateContext(hardware=spec.slug, options=Options(launch_overhead_s=launch_s))
     return to_core(spec, ctx)
 
 
@@ -143,24 +145,25 @@ def predict(group: Group, hw: roofline.Hardware) -> np.ndarray:
     return SCOPES[group.scope].measured(total)
 
 
-def run(groups: Sequence[Group], spec: HardwareCreate | None = None) -> list[Result]:
-    """Predict every group and pool the results per (source, family)."""
-    if spec is None:
-        spec = next(h for h in load_hardware() if h.slug == HARDWARE)
-    cores = {name: hardware(scope.launch_s, spec) for name, scope in SCOPES.items()}
-    pooled: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray, list[str]]]] = {}
+def run(groups: Sequence[Group]) -> list[Result]:
+    """Predict every group on its device's catalogue profile and pool the results per (source, family, device)."""
+    specs = {h.slug: h for h in load_hardware()}
+    cores: dict[tuple[str, str], roofline.Hardware] = {}
+    pooled: dict[tuple[str, str, str], list[tuple[np.ndarray, np.ndarray, list[str]]]] = {}
     for g in groups:
-        predicted = predict(g, cores[g.scope])
+        if (g.scope, g.device) not in cores:
+            cores[(g.scope, g.device)] = hardware(SCOPES[g.scope].launch_s, specs[g.device])
+        predicted = predict(g, cores[(g.scope, g.device)])
         if not np.all(np.isfinite(predicted) & (predicted > 0)):
-            raise ValueError(f"{g.source} / {g.family}: a prediction is not a positive finite time")
-        pooled.setdefault((g.source, g.family), []).append((g.measured_s, predicted, g.labels))
+            raise ValueError(f"{g.source} / {g.family} on {g.device}: a prediction is not a positive finite time")
+        pooled.setdefault((g.source, g.family, g.device), []).append((g.measured_s, predicted, g.labels))
     return [
         Result(
             source, family,
             np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            [label for p in parts for label in p[2]],
+            [label for p in parts for label in p[2]], device,
         )
-        for (source, family), parts in pooled.items()
+        for (source, family, device), parts in pooled.items()
     ]  # fmt: skip
 
 
@@ -171,6 +174,7 @@ def summary(result: Result, worst: int = 5) -> dict[str, Any]:
     return {
         "source": result.source,
         "family": result.family,
+        "device": result.device,
         "count": int(ape.size),
         "median_ape": float(np.median(ape)),
         "p90_ape": float(np.percentile(ape, 90)),
@@ -188,7 +192,7 @@ def summary(result: Result, worst: int = 5) -> dict[str, Any]:
 
 
 def report(root: Path | None = None, worst: int = 5) -> list[dict[str, Any]]:
-    """The accuracy report: one summary per source and op family."""
+    """The accuracy report: one summary per source, op family and device."""
     return [summary(r, worst) for r in run(load(root))]
 
 
@@ -197,16 +201,16 @@ def _us(seconds: float) -> str:
 
 
 def render(rows: Sequence[dict[str, Any]]) -> Iterator[str]:
-    yield f"Ridgeline ({HARDWARE}) against measured A100 timings; error = predicted / measured − 1"
-    yield f"{'source':<15}{'family':<22}{'count':>7}{'median':>9}{'p90':>9}{'bias':>9}"
+    yield "Ridgeline against measured timings, per catalogue profile; error = predicted / measured − 1"
+    yield f"{'source':<15}{'family':<22}{'device':<15}{'count':>7}{'median':>9}{'p90':>9}{'bias':>9}"
     for r in rows:
         yield (
-            f"{r['source']:<15}{r['family']:<22}{r['count']:>7}{r['median_ape']:>9.1%}{r['p90_ape']:>9.1%}"
-            f"{r['bias']:>+9.1%}"
+            f"{r['source']:<15}{r['family']:<22}{r['device']:<15}{r['count']:>7}{r['median_ape']:>9.1%}"
+            f"{r['p90_ape']:>9.1%}{r['bias']:>+9.1%}"
         )
     for r in rows:
         yield ""
-        yield f"{r['source']} / {r['family']}: worst {len(r['worst'])}"
+        yield f"{r['source']} / {r['family']} / {r['device']}: worst {len(r['worst'])}"
         for w in r["worst"]:
             yield (
                 f"  {w['case']:<52} measured {_us(w['measured_s']):>14}  predicted {_us(w['predicted_s']):>14}"

@@ -47,6 +47,7 @@ class Group:
     measured_s: np.ndarray
     labels: list[str]
     scope: str
+    device: str = "a100-sxm-80gb"  # the catalogue profile the rows were measured on
 
 
 def data_dir(path: Path | None = None) -> Path:
@@ -109,6 +110,25 @@ def aiconfigurator(root: Path) -> list[Group]:
     groups = aiconfigurator_gemm(base / "gemm_perf.csv")
     for phase in ("context", "generation"):
         groups.extend(aiconfigurator_attention(base / f"{phase}_attention_perf.csv", phase))
+    return groups
+
+
+# The newer generations' aiconfigurator tables (TensorRT-LLM 1.3.0rc20, CUDA-graph replay as on A100): folder →
+# catalogue profile. RTX Pro 6000 Server waits for its catalogue profile; GB200 has collectives only.
+AICONFIGURATOR_DEVICES = {"aiconfigurator-b200": "b200", "aiconfigurator-l40s": "l40s"}
+
+
+def aiconfigurator_generations(root: Path) -> list[Group]:
+    """The bf16 GEMMs and bf16 attention of every device in `AICONFIGURATOR_DEVICES`, each group tagged with it."""
+    groups: list[Group] = []
+    for folder, device in AICONFIGURATOR_DEVICES.items():
+        base = root / folder
+        found = aiconfigurator_gemm(base / "gemm_perf.csv")
+        for phase in ("context", "generation"):
+            found.extend(aiconfigurator_attention(base / f"{phase}_attention_perf.csv", phase))
+        for group in found:
+            group.device = device
+        groups.extend(found)
     return groups
 
 

@@ -70,8 +70,8 @@ def test_check_mode_finds_a_stale_document(
 
 
 def test_a_rendered_row_carries_the_figures_of_its_baseline_row() -> None:
-    row = BASELINE["ops"]["aiconfigurator/gemm"]
-    line = next(x for x in report.render(BASELINE) if x.startswith("| aiconfigurator | gemm |"))
+    row = BASELINE["ops"]["aiconfigurator/gemm/a100-sxm-80gb"]
+    line = next(x for x in report.render(BASELINE) if x.startswith("| aiconfigurator | gemm | a100-sxm-80gb |"))
     assert f"| {row['median_ape']:.1%} | {row['p90_ape']:.1%} | {row['bias']:+.1%} |" in line
     assert f"| {row['count']:,} |" in line
 

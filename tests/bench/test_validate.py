@@ -15,12 +15,16 @@ FAMILIES = {
     "vidur": {"gemm", "rmsnorm", "layernorm", "rope", "activation", "elementwise", "embedding"},
     "llmcompass": {"gemm", "softmax", "layernorm", "activation"},
 }
+A100 = "a100-sxm-80gb"
+# aiconfigurator's tables of newer generations, each on its catalogue profile (bf16 GEMMs and attention).
+GENERATIONS = {"b200", "l40s"}
+EXPECTED = {(s, f, A100) for s, families in FAMILIES.items() for f in families} | {
+    ("aiconfigurator", f, device) for f in FAMILIES["aiconfigurator"] for device in GENERATIONS
+}
 
 
-def test_every_source_and_family_is_reported(fresh: dict[str, Any]) -> None:
-    assert {(r["source"], r["family"]) for r in fresh["ops"].values()} == {
-        (s, f) for s, families in FAMILIES.items() for f in families
-    }
+def test_every_source_family_and_device_is_reported(fresh: dict[str, Any]) -> None:
+    assert {(r["source"], r["family"], r["device"]) for r in fresh["ops"].values()} == EXPECTED
     assert all(r["count"] > 0 and len(r["worst"]) == min(3, r["count"]) for r in fresh["ops"].values())
 
 
@@ -28,9 +32,9 @@ def test_the_command_writes_the_report_as_json(tmp_path: Path) -> None:
     out = tmp_path / "accuracy.json"
     assert validate.main(["--json", str(out), "--worst", "2"]) == 0
     doc = json.loads(out.read_text())
-    assert doc["hardware"] == "a100-sxm-80gb"
-    rows = {(r["source"], r["family"]): r for r in doc["families"]}
-    assert set(rows) == {(s, f) for s, families in FAMILIES.items() for f in families}
+    assert doc["hardware"] == A100
+    rows = {(r["source"], r["family"], r["device"]): r for r in doc["families"]}
+    assert set(rows) == EXPECTED
     assert all(len(r["worst"]) <= 2 for r in rows.values())
 
 
@@ -38,3 +42,12 @@ def test_missing_data_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert validate.main(["--data", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert "validation data not found" in err and "nowhere" in err
+
+
+def test_the_newer_generations_count_their_bf16_rows(fresh: dict[str, Any]) -> None:
+    # validation/aiconfigurator-{b200,l40s}/README.md: 30 000 GEMM rows, an equal share per dtype (4 on B200: bf16,
+    # fp8, fp8_block, nvfp4; 3 on L40S, which has no nvfp4); 6 000 decode rows with a bf16 KV cache of 12 000.
+    ops = fresh["ops"]
+    assert ops["aiconfigurator/gemm/b200"]["count"] == 30_000 // 4
+    assert ops["aiconfigurator/gemm/l40s"]["count"] == 30_000 // 3
+    assert ops["aiconfigurator/attention-generation/b200"]["count"] == 12_000 // 2
