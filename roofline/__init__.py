@@ -3,8 +3,9 @@
 Ops become kernels (`roofline.ops`: matmul, attention, memory-bound ops), kernels become estimates
 (`roofline.single`, `roofline.chain`): FLOPs, bytes to and from device memory, compute, memory and overhead terms,
 and which one bounds. Collectives are timed on interconnect topologies (`roofline.collectives`), whole inference
-runs from both (`roofline.inference`); `roofline.calibration` corrects op times with measurements. Every function
-is vectorised: sizes may be numpy arrays that broadcast together, so a sweep of 10 000 shapes is one call.
+runs (`roofline.inference`) and training steps (`roofline.training`) from both; `roofline.calibration` corrects op
+times with measurements. Every op function is vectorised: sizes may be numpy arrays that broadcast together, so a
+sweep of 10 000 shapes is one call.
 
 The kernel machinery the families share stays in the core's private modules: numbers that are one point or many
 (`_num`), a device (`_hardware`), an estimate and the time of one kernel (`_estimate`), kernels and how they chain
@@ -82,11 +83,30 @@ from roofline.ops import (
     rotary,
     softmax,
 )
+from roofline.training import (
+    FLASH_BACKWARD,
+    CommunicationRow,
+    OpCost,
+    Overlap,
+    Sharding,
+    TrainingConfigError,
+    TrainingEstimate,
+    TrainingMemory,
+    TrainingParallelism,
+    TrainingPrecision,
+    TrainingRun,
+    activation_bytes,
+    activation_bytes_per_layer,
+    estimate_training,
+    training_memory,
+    validate_training,
+)
 
 __all__ = [
     "ACTIVATIONS",
     "ALGORITHMS",
     "DTYPE_BYTES",
+    "FLASH_BACKWARD",
     "GPU_LIBRARY_LAUNCH_S",
     "LL_PAYLOAD",
     "LL_RING_BUS_FRACTION",
@@ -100,6 +120,7 @@ __all__ = [
     "Bound",
     "Candidate",
     "CollectiveEstimate",
+    "CommunicationRow",
     "Corrected",
     "Corrector",
     "Estimate",
@@ -115,22 +136,33 @@ __all__ = [
     "MemoryUse",
     "Mla",
     "Moe",
+    "OpCost",
     "OpGroup",
     "OpRow",
+    "Overlap",
     "Parallelism",
     "ParameterCount",
     "Phase",
     "PhaseEstimate",
     "Precision",
     "Ring",
+    "Sharding",
     "Switch",
     "System",
     "Timing",
     "Topology",
     "Torus",
+    "TrainingConfigError",
+    "TrainingEstimate",
+    "TrainingMemory",
+    "TrainingParallelism",
+    "TrainingPrecision",
+    "TrainingRun",
     "Transformer",
     "Workload",
     "activation",
+    "activation_bytes",
+    "activation_bytes_per_layer",
     "attention",
     "bus_factor",
     "calibration",
@@ -144,6 +176,7 @@ __all__ = [
     "embedding",
     "estimate_inference",
     "estimate_inferences",
+    "estimate_training",
     "fuse",
     "kernel_time",
     "layernorm",
@@ -154,6 +187,8 @@ __all__ = [
     "single",
     "softmax",
     "touched_experts",
+    "training_memory",
     "validate_inference",
+    "validate_training",
     "with_link",
 ]

@@ -1,0 +1,177 @@
+"""One optimizer step: the layers' ops (`_ops`) on the busiest device, every collective timed by
+`roofline.collective` on the group's topology, the pipeline's bubble and the optimizer's pass.
+
+Ranks are laid out as Megatron-LM lays them out (tensor fastest, then context, data, pipeline), so a group of n
+devices `stride` ranks apart spans n · stride consecutive devices: inside a node when they fit, otherwise each
+node holds stride-spaced members and the group crosses the scale-out fabric (`group_topology`).
+
+Per micro-batch and layer (Shoeybi et al. 2019, Megatron-LM's f and g operators): two all-reduces of the layer's
+activations forward and two backward under tensor parallelism; with sequence parallelism each becomes an all-gather
+and a reduce-scatter (Korthikanti et al. 2022, §4.2.2); full recomputation repeats the forward's. Pipeline stages
+send activations forward and gradients back, 1/t of them each (the scatter/gather optimisation, Narayanan et al.
+2021, §4.1), once per model chunk. The bubble is (p − 1)/m of the ideal time under 1F1B and (p − 1)/(v·m)
+interleaved (Narayanan et al. 2021, §2.2). Data parallelism all-reduces the gradients once per step (= reduce-scatter
++ all-gather, seed 001); ZeRO 1-2 reduce-scatter them and all-gather the updated weights; ZeRO-3 / FSDP all-gather
+each layer's weights forward and backward and reduce-scatter its gradients in every micro-batch (Rajbhandari et al.
+2020; Zhao et al. 2023, PyTorch FSDP), hybrid sharding all-reduces the shard across replicas once per step."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+from roofline._hardware import dtype_bytes
+from roofline._kernels import arr
+from roofline.collectives import Hierarchical, Ring, Switch, Topology, collective
+from roofline.ops import elementwise
+from roofline.training._config import TrainingConfigError, TrainingRun, validate_training
+from roofline.training._memory import STATE_COPIES, stage_parameters, training_memory
+from roofline.training._ops import ATTENTION_CORE, LayerCosts, OpCost, _time
+from roofline.training._results import CommunicationRow, OpRow, TrainingEstimate
+
+
+def group_topology(topology: Callable[[int], Topology], n: int, stride: int) -> Topology:
+    """The topology of n devices `stride` ranks apart: `topology(n)` when the n · stride devices share a node;
+    otherwise the stride-spaced members of each node joined by the scale-out fabric (one device's share of it)."""
+    whole = topology(n * stride)
+    if not isinstance(whole, Hierarchical) or not isinstance(whole.outer, Switch | Ring):
+        return topology(n) if not isinstance(whole, Hierarchical) else whole
+    per_node = max(1, whole.inner.devices // stride)
+    outer = replace(whole.outer, devices=n // per_node)
+    if per_node == 1:
+        return outer
+    inner = topology(per_node)
+    if isinstance(inner, Hierarchical):
+        return whole
+    return Hierarchical(inner, outer)
+
+
+class _Comms:
+    """Collectives of the step, each on its group's topology; rows per step on the busiest device."""
+
+    def __init__(self, run: TrainingRun) -> None:
+        if run.system.topology is None and run.parallelism.devices > 1:
+            raise TrainingConfigError("hardware", "the profile has no interconnect for a collective")
+        self.topology = run.system.topology
+        self.rows: list[CommunicationRow] = []
+
+    def time(self, op: str, n: int, stride: int, bytes_: float) -> float:
+        assert self.topology is not None
+        try:
+            topo = group_topology(self.topology, n, stride)
+        except ValueError as err:
+            raise TrainingConfigError("parallelism", str(err)) from None
+        return float(collective(op, bytes_, topo).time_s)
+
+    def add(self, name: str, op: str, n: int, stride: int, bytes_: float, calls: float, hidden_under: float) -> None:
+        """`calls` of one collective per step, overlapped with `hidden_under` seconds of computation (0: exposed)."""
+        if n < 2 or calls <= 0:
+            return
+        total = self.time(op, n, stride, bytes_) * calls
+        self.rows.append(CommunicationRow(name, op, n, bytes_, calls, total, max(0.0, total - hidden_under)))
+
+
+def estimate_training(run: TrainingRun) -> TrainingEstimate:
+    """Time, FLOPs and memory of one optimizer step of `run` (see the module docstring for what is counted).
+    Raises `TrainingConfigError` naming the input at fault."""
+    validate_training(run)
+    m, par, sh, hw = run.model, run.parallelism, run.sharding, run.system.hardware
+    t, c, p, d, v = par.tensor, par.context, par.pipeline, par.data, par.virtual_stages
+    mb = run.micro_batches
+    costs = LayerCosts(run)
+    layer, head = costs.layer(), costs.head()
+    n = m.layers / p  # layers on a stage
+
+    def total(ops: list[OpCost], attr: str) -> float:
+        return sum(float(getattr(o, attr)) for o in ops)
+
+    # Selective recomputation re-runs the attention core (Korthikanti §5: QKᵀ, softmax, dropout, attention over V).
+    recomputed = {"none": (), "selective": ATTENTION_CORE}.get(run.recompute)
+    rows: list[OpRow] = []
+    for count, ops in ((n, layer), (1.0, head)):
+        for o in ops:
+            rc = o.forward_s if ops is layer and (recomputed is None or o.name in recomputed) else 0.0
+            rows.append(OpRow(o.name, o.kind, count, mb * count * o.forward_s, mb * count * o.backward_s,
+                              mb * count * rc, o))  # fmt: skip
+    forward = sum(r.forward_s for r in rows)
+    backward = sum(r.backward_s for r in rows)
+    recompute = sum(r.recompute_s for r in rows)
+    compute_mb = (forward + backward + recompute) / mb
+
+    s_act = dtype_bytes(run.precision.compute)
+    comms = _Comms(run)
+    activations = costs.tokens * costs.h * s_act  # one micro-batch's hidden states on a tensor group
+    layer_calls = mb * n
+    matmul_s = sum(r.forward_s + r.backward_s + r.recompute_s for r in rows if r.kind == "matmul")
+    tp_hidden = matmul_s if run.overlap.tensor_parallel else 0.0
+    again = 1.0 if run.recompute == "full" else 0.0
+    if par.sequence_parallel:
+        calls = layer_calls * (4.0 + 2.0 * again)
+        comms.add("tensor_parallel_all_gather", "all_gather", t, 1, activations, calls, tp_hidden / 2)
+        comms.add("tensor_parallel_reduce_scatter", "reduce_scatter", t, 1, activations, calls, tp_hidden / 2)
+    else:
+        comms.add("tensor_parallel_all_reduce", "all_reduce", t, 1, activations, layer_calls * (4.0 + 2.0 * again),
+                  tp_hidden)  # fmt: skip
+    if c > 1:  # ring attention: K and V blocks around the context group, under the attention kernel
+        kv = 2.0 * run.micro_batch * costs.s * max(1.0, m.kv_heads / t) * m.head_dim * s_act
+        attn = sum(r.forward_s + r.backward_s + r.recompute_s for r in rows if r.kind == "attention")
+        comms.add("context_parallel_send_recv", "send_recv", c, t, kv, layer_calls * 3.0 * (c - 1), attn)
+    if m.moe is not None and par.expert > 1:
+        moe_layers = (m.layers - m.moe.dense_layers) / p
+        routed = costs.tokens * m.moe.top_k * costs.h * s_act
+        comms.add("expert_all_to_all", "all_to_all", par.expert, t * c, routed, mb * moe_layers * (4.0 + 2.0 * again),
+                  0.0)  # fmt: skip
+    if p > 1:  # one send forward and one back per chunk and micro-batch, 1/t of the activations
+        comms.add("pipeline_send_recv", "send_recv", 2, t * c * d, activations / t, mb * 2.0 * v, 0.0)
+    per_mb_exposed = sum(r.exposed_s for r in comms.rows) / mb
+
+    # Data parallelism and sharding.
+    params, _ = stage_parameters(run)
+    group = sh.shard_group or d
+    grads = params * s_act
+    backward_mb = backward / mb
+    dp_overlap = backward_mb if run.overlap.data_parallel else 0.0
+    step_rows_from = len(comms.rows)
+    if sh.stage <= 2:
+        if sh.stage == 0:
+            comms.add("data_parallel_all_reduce", "all_reduce", d, t * c, grads, 1.0, dp_overlap)
+        else:
+            comms.add("zero_reduce_scatter", "reduce_scatter", d, t * c, grads, 1.0, dp_overlap)
+            comms.add("zero_all_gather", "all_gather", d, t * c, grads, 1.0, 0.0)
+    else:
+        # Prefetched all-gathers run under the forward and backward; the reduce-scatter is issued from the
+        # post-backward hook on its own stream (PyTorch FSDP), under the rest of the backward.
+        hidden = forward + backward + recompute if run.overlap.fsdp_prefetch else 0.0
+        comms.add("fsdp_all_gather", "all_gather", group, t * c, grads, 2.0 * mb, hidden)
+        comms.add("fsdp_reduce_scatter", "reduce_scatter", group, t * c, grads, float(mb), backward)
+        comms.add("fsdp_replica_all_reduce", "all_reduce", d // group, t * c * group, grads / group, 1.0, dp_overlap)
+    dp_exposed = sum(r.exposed_s for r in comms.rows[step_rows_from:])
+
+    # The optimizer: one memory-bound pass over this device's parameters and states (reads master weights, states
+    # and gradients; writes master weights, states and the compute-dtype weights).
+    shard = params / (group if sh.stage >= 1 else 1)
+    per_param = STATE_COPIES[run.optimizer] * dtype_bytes(run.precision.master) + s_act
+    words = per_param / 4.0  # in fp32 elements
+    opt_s, _ = _time(elementwise(hw, arr(shard), words, words, flops_per_element=10.0, dtype="fp32"), hw, "fp32")
+
+    ideal = mb * (compute_mb + per_mb_exposed)
+    bubble = ideal * (p - 1) / (v * mb)
+    step = ideal + bubble + dp_exposed + opt_s
+
+    replicas = float(t * c * d)
+    layer_fb = sum((o.forward_flops + o.backward_flops) for o in layer)
+    head_fb = sum((o.forward_flops + o.backward_flops) for o in head)
+    model_flops = mb * replicas * (m.layers * layer_fb + head_fb)
+    rc_flops = sum(r.cost.forward_flops * r.count for r in rows if r.recompute_s > 0) * p * mb * replicas
+    memory = training_memory(run)
+    static = memory.total_bytes - memory.activations_bytes
+    largest = max(0, math.floor((memory.capacity_bytes - static) / memory.activations_per_sample_bytes))
+    return TrainingEstimate(
+        step_s=step, forward_s=forward, backward_s=backward, recompute_s=recompute, optimizer_s=opt_s,
+        bubble_s=bubble, communication_exposed_s=sum(r.exposed_s for r in comms.rows), micro_batches=mb,
+        tokens_per_step=float(run.global_batch * run.sequence), model_flops=model_flops,
+        hardware_flops=model_flops + rc_flops, peak_flops_per_s=hw.matrix_peak(run.precision.gemm)[0],
+        devices=par.devices, ops=tuple(rows), communication=tuple(comms.rows), memory=memory,
+        max_micro_batch=largest, power_w=run.system.power_w,
+    )  # fmt: skip
