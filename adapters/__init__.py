@@ -10,6 +10,8 @@ response field; the service answers them as a 422.
 - collectives → topologies and `CollectiveRead` (`device_topology`, `request_topology`, `estimate_collective`);
 - inference requests and model configs → `roofline.InferenceRun` and `InferenceRead` documents (`transformer`,
   `prepare_run`, `render_run`);
+- training requests → `roofline.TrainingRun` and `TrainingRead` documents (`training_run`, `estimate_training`,
+  `render_training`);
 - calibrations applied to core estimates before they are rendered (`Fitted`, `correct`, `calibrate_points`,
   `RunCorrector`).
 """
@@ -67,6 +69,7 @@ from adapters._inference import (
 )
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
+from adapters._training import estimate_training, render_training, training_run
 
 __all__ = [
     "KERNEL_FLOOR_S",
@@ -96,6 +99,7 @@ __all__ = [
     "device_topology",
     "estimate_collective",
     "estimate_runs",
+    "estimate_training",
     "evaluate",
     "evaluate_ops",
     "fabric",
@@ -110,6 +114,7 @@ __all__ = [
     "predict",
     "prepare_run",
     "render_run",
+    "render_training",
     "request_device_topology",
     "request_topology",
     "scope_launch_s",
@@ -121,6 +126,7 @@ __all__ = [
     "template_of",
     "to_core",
     "topologies",
+    "training_run",
     "transformer",
     "variant_codes",
     "with_assumptions",

@@ -44,6 +44,11 @@ MAX_ELEMENTS = 1 << 40
 MAX_TOKENS = 1 << 21
 MAX_BATCH = 1 << 20  # requests per replica
 MAX_DEGREE = 4096  # one parallelism degree (tensor, pipeline, data, expert) and the devices of one inference run
+# POST /v1/estimate/training `global_batch` (sequences per optimizer step): 16 M sequences is 8 000 times the largest
+# published (GPT-3's 3.2 M tokens are 1 536 sequences); it keeps global_batch × sequence inside float64's exact range.
+MAX_GLOBAL_BATCH = 1 << 24
+# POST /v1/estimate/training `train_tokens`: 1e15 tokens is ~70 times the largest published training run (15 T).
+MAX_TRAIN_TOKENS = 1e15
 MAX_DEVICES = 1_000_000  # a collective's participants; also a torus slice (the product of its axes)
 MAX_LAYERS = 1 << 16  # the largest models have ~130; the inference model allocates per layer
 MAX_HEADS = 1 << 16

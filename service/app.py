@@ -31,6 +31,7 @@ from service.settings import Settings
 from service.system.router import install_metrics_middleware
 from service.system.router import router as system_router
 from service.timeouts import install_timeouts
+from service.training.router import router as training_router
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         estimates_router,
         collectives_router,
         inference_router,
+        training_router,
         hardware_router,
         models_router,
         benchmarks_router,

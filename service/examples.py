@@ -350,3 +350,22 @@ PLAN_EXAMPLES = {
         },
     ),
 }
+
+TRAINING_EXAMPLES = {
+    "llama-2-13b-megatron": Example(
+        summary="Llama 2 13B on 8 A100s: TP2 with SP × PP2 × DP2, ZeRO-1, selective recomputation",
+        value={
+            "model": "llama-2-13b", "hardware": "a100-sxm-80gb", "devices": 8,
+            "parallelism": {"tensor": 2, "sequence_parallel": True, "pipeline": 2, "data": 2},
+            "sharding": {"zero": 1}, "sequence": 4096, "micro_batch": 2, "global_batch": 64,
+            "recompute": "selective", "train_tokens": 2e12, "price_per_device_hour": 2.0,
+        },
+    ),
+    "llama-8b-fsdp": Example(
+        summary="Llama 3 8B on 8 H100s with FSDP, FlashAttention-2, bf16",
+        value={
+            "model": "llama-3-8b", "hardware": "h100-sxm", "devices": 8, "sharding": {"fsdp": "full"},
+            "sequence": 8192, "micro_batch": 1, "global_batch": 64, "train_tokens": 1e12,
+        },
+    ),
+}  # fmt: skip

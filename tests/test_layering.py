@@ -106,7 +106,7 @@ BREAKS = {
     "Feature folders: router (HTTP) above service (rules) above repository": [
         ("service.calibrations.repository", "from service.calibrations import service"),
     ],
-    "Op, collective, inference estimates and uploads share adapters, not each other": [
+    "Op, collective, inference, training estimates and uploads share adapters, not each other": [
         ("service.estimates.service", "from service.collectives import service as collectives"),
     ],
     "No import cycles between siblings (function-local imports included)": [

@@ -59,10 +59,9 @@ class _Comms:
     def time(self, op: str, n: int, stride: int, bytes_: float) -> float:
         assert self.topology is not None
         try:
-            topo = group_topology(self.topology, n, stride)
-        except ValueError as err:
+            return float(collective(op, bytes_, group_topology(self.topology, n, stride)).time_s)
+        except ValueError as err:  # devices the profile's fabrics cannot hold, or sizes past float64
             raise TrainingConfigError("parallelism", str(err)) from None
-        return float(collective(op, bytes_, topo).time_s)
 
     def add(self, name: str, op: str, n: int, stride: int, bytes_: float, calls: float, hidden_under: float) -> None:
         """`calls` of one collective per step, overlapped with `hidden_under` seconds of computation (0: exposed)."""
@@ -166,7 +165,8 @@ def estimate_training(run: TrainingRun) -> TrainingEstimate:
     rc_flops = sum(r.cost.forward_flops * r.count for r in rows if r.recompute_s > 0) * p * mb * replicas
     memory = training_memory(run)
     static = memory.total_bytes - memory.activations_bytes
-    largest = max(0, math.floor((memory.capacity_bytes - static) / memory.activations_per_sample_bytes))
+    room = (memory.capacity_bytes - static) / memory.activations_per_sample_bytes
+    largest = max(0, math.floor(room)) if math.isfinite(room) else 0
     return TrainingEstimate(
         step_s=step, forward_s=forward, backward_s=backward, recompute_s=recompute, optimizer_s=opt_s,
         bubble_s=bubble, communication_exposed_s=sum(r.exposed_s for r in comms.rows), micro_batches=mb,
