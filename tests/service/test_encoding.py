@@ -24,6 +24,7 @@ from schemas.collectives import CollectiveRead, CollectiveRequest
 from schemas.estimates import EstimateOpsRead, EstimateRead
 from schemas.inference import InferenceRead, InferenceRequest
 from schemas.plan import PlanRequest
+from schemas.training import TrainingRequest
 from service import encoding
 from service.collectives import service as collectives
 from service.encoding import ORJSONResponse
@@ -34,9 +35,11 @@ from service.examples import (
     INFERENCE_BATCH_EXAMPLES,
     INFERENCE_EXAMPLES,
     PLAN_EXAMPLES,
+    TRAINING_EXAMPLES,
 )
 from service.inference import service as inference
 from service.plan import service as planner
+from service.training import service as training
 
 PLAIN = (str, int, float, bool, type(None))
 MATMUL = {"hardware": "a100-sxm-80gb", "op": {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096}}
@@ -137,6 +140,8 @@ ENDPOINT_EXAMPLES = [
     ("/v1/estimate/inference/batch", body) for body in _examples(INFERENCE_BATCH_EXAMPLES)
 ] + [
     ("/v1/estimate/collective", body) for body in _examples(COLLECTIVE_EXAMPLES)
+] + [
+    ("/v1/estimate/training", body) for body in _examples(TRAINING_EXAMPLES)
 ] + [("/v1/plan", body) for body in _examples(PLAN_EXAMPLES)]  # fmt: skip
 
 
@@ -203,8 +208,9 @@ def _session(client: TestClient) -> Any:
         (CollectiveRequest.model_validate, collectives.estimate, COLLECTIVE_EXAMPLES),
         (InferenceRequest.model_validate, inference.estimate, INFERENCE_EXAMPLES),
         (PlanRequest.model_validate, planner.plan, PLAN_EXAMPLES),
+        (TrainingRequest.model_validate, training.estimate, TRAINING_EXAMPLES),
     ],
-    ids=["collective", "inference", "plan"],
+    ids=["collective", "inference", "plan", "training"],
 )
 def test_the_services_build_their_models_without_numpy(
     client: TestClient,
