@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import validate, validate_collectives, validate_inference
+from bench import validate, validate_collectives, validate_inference, validate_training
 from service.benchmarks.datasets import DATA_DIR, MissingData
 
 REPO = Path(__file__).resolve().parent.parent
@@ -114,6 +115,20 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
                     "predicted_us": _r(o["predicted_s"] * 1e6),
                     "error": _r(o["error"]),
                 }
+    doc = validate_training.report(root)
+    training = {
+        f"{r['model']}/{r['gpus']}/{r['recompute']}": {
+            "model": r["model"],
+            "gpus": r["gpus"],
+            "recompute": r["recompute"],
+            "sequence_parallel": r["sequence_parallel"],
+            "device": doc["hardware"],
+            "measured_s": r["measured_s"],
+            "predicted_s": _r(r["predicted_s"]),
+            "error": _r(r["error"]),
+        }
+        for r in doc["rows"]
+    }
     return {
         "generated_by": "python -m bench.report",
         "tolerance": TOLERANCE,
@@ -121,11 +136,13 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
             "ops": {"gemm": list(OP_TARGETS["gemm"]), "default": list(OP_TARGET_DEFAULT)},
             "collectives_median_at_least_1MiB": COLLECTIVE_TARGET,
             "inference_op_and_layer": INFERENCE_TARGET,
+            "training_median_and_worst": [validate_training.MEDIAN_TARGET, validate_training.WORST_TARGET],
         },
-        "sources": {**validate.SOURCES, "inference": validate_inference.SOURCE},
+        "sources": {**validate.SOURCES, "inference": validate_inference.SOURCE, "training": validate_training.SOURCE},
         "ops": ops,
         "collectives": collectives,
         "inference": inference,
+        "training": training,
     }
 
 
@@ -257,8 +274,37 @@ def render(base: dict[str, Any]) -> Iterator[str]:
     yield ""
 
 
+def _training(base: dict[str, Any]) -> Iterator[str]:
+    median_t, worst_t = base["targets"]["training_median_and_worst"]
+    yield "## Training steps"
+    yield ""
+    yield (
+        "Megatron-LM iteration times of GPT models on A100-80GB (Selene), full recomputation against selective "
+        f"recomputation with sequence parallelism (`bench.validate_training`); target: median ≤ {_pct(median_t)}, "
+        f"worst ≤ {_pct(worst_t)} per setting."
+    )
+    yield ""
+    yield "| model | GPUs | recomputation | measured | predicted | error |"
+    yield "| --- | ---: | --- | ---: | ---: | ---: |"
+    rows = list(base["training"].values())
+    for r in rows:
+        setting = r["recompute"] + (" + SP" if r["sequence_parallel"] else "")
+        yield (
+            f"| {r['model']} | {r['gpus']} | {setting} | {r['measured_s']:.2f} s | {r['predicted_s']:.2f} s "
+            f"| {_pct(r['error'], True)} |"
+        )
+    yield ""
+    for name in sorted({r["recompute"] for r in rows}):
+        errors = sorted(abs(r["error"]) for r in rows if r["recompute"] == name)
+        median = statistics.median(errors)
+        met = "met" if median <= median_t and errors[-1] <= worst_t else "**missed**"
+        yield f"- {name}: median {_pct(median)}, worst {_pct(errors[-1])} ({met})."
+    yield ""
+
+
 def _write(base: dict[str, Any]) -> tuple[str, str]:
-    return json.dumps(base, indent=1, ensure_ascii=False, allow_nan=False) + "\n", "\n".join(render(base))
+    doc = "\n".join([*render(base), *_training(base)])
+    return json.dumps(base, indent=1, ensure_ascii=False, allow_nan=False) + "\n", doc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
