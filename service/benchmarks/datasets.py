@@ -77,7 +77,7 @@ def open_text(path: Path, errors: str = "strict") -> io.TextIOWrapper:
 
 def tables(folder: Path, pattern: str) -> list[Path]:
     """The tables under `folder` matching `pattern` (e.g. `*/*/mlp.csv`), stored plain or as `.gz`, sorted."""
-    found = {p for p in folder.glob(pattern)} | {p.with_name(p.name[:-3]) for p in folder.glob(pattern + ".gz")}
+    found = set(folder.glob(pattern)) | {p.with_name(p.name[:-3]) for p in folder.glob(pattern + ".gz")}
     return sorted(found)
 
 

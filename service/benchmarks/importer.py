@@ -172,10 +172,9 @@ def parse_llmcompass_allreduce(path: Path, devices: int = 4) -> Parsed:
 def parse(fmt: str, path: Path, collective: str | None = None) -> Parsed:
     """The results in a file of one of `FORMATS`."""
     try:
-        path = datasets.resolve(path)
+        datasets.resolve(path)  # the file itself or its `.gz` copy: the parsers open either
     except datasets.MissingData:
         raise FormatError(f"no such file: {path}") from None
-    path = path.with_name(path.name[:-3]) if path.name.endswith(".gz") else path  # parsers open either form
     try:
         if fmt == "nccl-tests":
             with datasets.open_text(path, errors="replace") as f:
