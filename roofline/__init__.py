@@ -12,7 +12,7 @@ The kernel machinery the families share stays in the core's private modules: num
 and fuse (`_kernels`).
 """
 
-from roofline import calibration
+from roofline import calibration, serving
 from roofline._estimate import Bound, Estimate, kernel_time
 from roofline._hardware import DTYPE_BYTES, Hardware, dtype_bytes
 from roofline._kernels import Kernel, chain, fuse, single
@@ -184,6 +184,7 @@ __all__ = [
     "parameter_count",
     "reduction",
     "rotary",
+    "serving",
     "single",
     "softmax",
     "touched_experts",

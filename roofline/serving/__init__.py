@@ -1,0 +1,167 @@
+"""Serving deployments under load: an iteration-level simulation of an engine's scheduler (static batching,
+in-flight batching, chunked prefill; aggregated or disaggregated prefill and decode), each iteration costed by the
+inference core through a precomputed iteration-time surface (`_surface`), the KV cache as a paged pool.
+
+`estimate_serving` takes the engines (`EngineSpec`: an `InferenceRun` whose model, system, parallelism and precision
+describe one replica; its workload is ignored), the requests (`Requests`, drawn with `roofline.serving.requests`)
+and latency objectives, and returns a `ServingEstimate`.
+
+Sources: Yu et al., "Orca" (OSDI 2022) for iteration-level scheduling; Kwon et al., "PagedAttention / vLLM" (SOSP
+2023) for the paged KV pool and recompute preemption; Agrawal et al., "Sarathi-Serve" (OSDI 2024) for chunked
+prefills under a token budget; Zhong et al., "DistServe" (OSDI 2024) and Patel et al., "Splitwise" (ISCA 2024) for
+disaggregated prefill and decode; Little (1961) for L = λW.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from roofline.collectives import collective
+from roofline.inference import InferenceRun, Parallelism, kv_bytes_per_sequence, weights_per_device
+from roofline.inference._memory import activation_bytes_per_sequence
+from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError
+from roofline.serving._results import Distribution, Objectives, ServingEstimate, summarise
+from roofline.serving._simulator import Pool, Trace, simulate
+from roofline.serving._surface import IterationSurface, build_surface
+
+__all__ = [
+    "KV_POLICIES",
+    "SCHEDULERS",
+    "Distribution",
+    "EngineSpec",
+    "IterationSurface",
+    "Objectives",
+    "Requests",
+    "Scheduler",
+    "ServingConfigError",
+    "ServingEstimate",
+    "ServingRun",
+    "Trace",
+    "estimate_serving",
+    "kv_pool_blocks",
+    "prepare",
+]
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """`replicas` engines each on `run.parallelism`'s tensor × pipeline devices (a pipeline of p stages runs p
+    micro-batches in flight: p virtual engines, vLLM's `virtual_engine`, each iterating over all stages);
+    `memory_fraction` of device memory the engine may use (vLLM `gpu_memory_utilization`, 0.9)."""
+
+    run: InferenceRun
+    scheduler: Scheduler
+    replicas: int = 1
+    memory_fraction: float = 0.9
+
+    @property
+    def devices(self) -> int:
+        par = self.run.parallelism
+        return self.replicas * par.tensor * par.pipeline * par.data
+
+
+@dataclass(frozen=True)
+class ServingRun:
+    """Engines prepared for simulation: the surfaces built, the KV pools sized."""
+
+    front: Pool
+    back: Pool | None
+    transfer_s: float | None  # per prompt token of KV moved from prefill to decode (None: aggregated)
+    devices: int
+    kv_blocks: tuple[int, ...]
+    surface_error: float
+
+
+def kv_pool_blocks(spec: EngineSpec, max_context: int) -> int:
+    """Blocks of the paged KV pool on one device: memory the engine may use, less the weights and the activations of
+    a full token budget, over one block's KV (the busiest pipeline stage's layers, as the core counts them)."""
+    run, sched = spec.run, spec.scheduler
+    m, par, prec = run.model, run.parallelism, run.precision
+    hw = run.system.hardware
+    act = activation_bytes_per_sequence(m, par, prec, float(sched.max_num_batched_tokens), False)
+    free = spec.memory_fraction * hw.memory_capacity_bytes - weights_per_device(m, par, prec) - act
+    per_token = kv_bytes_per_sequence(m, par, prec, float(max_context)) / max_context
+    return max(0, math.floor(free / (per_token * sched.block_size)))
+
+
+def _pool(spec: EngineSpec, requests: Requests, field: str, decode_only: bool = False) -> tuple[Pool, int, float]:
+    sched = spec.scheduler
+    p = spec.run.parallelism.pipeline
+    longest = int((requests.prompt + requests.output).max())
+    blocks = sched.kv_blocks or kv_pool_blocks(spec, longest)
+    per_engine = blocks // p
+    need = -(-longest // sched.block_size)
+    if per_engine < need:
+        raise ServingConfigError(
+            f"{field}.kv_cache",
+            f"the KV pool holds {per_engine * sched.block_size} tokens per engine, not one request of {longest}: "
+            "more devices, a narrower KV dtype or a larger memory fraction",
+        )
+    if sched.kind in ("continuous", "static") and not decode_only:
+        widest = int(requests.prompt.max())
+        if sched.kind == "continuous" and widest > sched.max_num_batched_tokens:
+            raise ServingConfigError(
+                f"{field}.scheduler.max_num_batched_tokens",
+                f"{sched.max_num_batched_tokens} is below the longest prompt ({widest}); without chunked prefill a "
+                "prompt runs whole",
+            )
+    tokens = sched.max_num_batched_tokens
+    if sched.kind == "static":
+        tokens = sched.max_num_seqs * int(requests.prompt.max())
+    surface = build_surface(spec.run, max(tokens, 1), sched.max_num_seqs, longest)
+    scheduler = replace(sched, kv_blocks=per_engine)
+    hw = spec.run.system.hardware
+    return Pool(surface, scheduler, spec.replicas * p, hw.launch_s), per_engine, surface.error
+
+
+def prepare(front: EngineSpec, requests: Requests, back: EngineSpec | None = None,
+            transfer_free: bool = False) -> ServingRun:  # fmt: skip
+    """Build the engines' surfaces and pools for `requests`; `back` the decode workers when disaggregated."""
+    if front.scheduler.kind not in SCHEDULERS:
+        raise ServingConfigError("scheduler.kind", f"one of {', '.join(SCHEDULERS)}")
+    if front.scheduler.kv_policy not in KV_POLICIES:
+        raise ServingConfigError("scheduler.kv_policy", f"one of {', '.join(KV_POLICIES)}")
+    pool, blocks, error = _pool(front, requests, "prefill" if back else "engine")
+    if back is None:
+        return ServingRun(pool, None, None, front.devices, (blocks,), error)
+    back_pool, back_blocks, back_error = _pool(back, requests, "decode", decode_only=True)
+    per_token = 0.0 if transfer_free else _transfer_per_token(front, back, requests)
+    return ServingRun(pool, back_pool, per_token, front.devices + back.devices, (blocks, back_blocks),
+                      max(error, back_error))  # fmt: skip
+
+
+def _transfer_per_token(front: EngineSpec, back: EngineSpec, requests: Requests) -> float:
+    """Seconds per prompt token to move a request's KV cache from its prefill worker to its decode worker: the
+    whole cache (every layer, unsplit) over min(prefill, decode) devices sending in parallel, each a point-to-point
+    send on the profile's fabric among the two workers' devices (`roofline.collectives`, DistServe §4.3)."""
+    run = front.run
+    m, prec = run.model, run.precision
+    mean_prompt = float(requests.prompt.mean())
+    whole = kv_bytes_per_sequence(m, Parallelism(), prec, mean_prompt)
+    fp, bp = front.run.parallelism, back.run.parallelism
+    links = min(fp.tensor * fp.pipeline, bp.tensor * bp.pipeline)
+    span = fp.tensor * fp.pipeline + bp.tensor * bp.pipeline
+    topology = run.system.topology
+    if topology is None:
+        raise ServingConfigError("hardware", f"{run.system.hardware.name} has no fabric to move the KV cache over")
+    seconds = float(collective("send_recv", whole / links, topology(span)).time_s)
+    return seconds / mean_prompt
+
+
+def estimate_serving(
+    front: EngineSpec,
+    requests: Requests,
+    objectives: Objectives | None = None,
+    back: EngineSpec | None = None,
+    series: bool = False,
+    transfer_free: bool = False,
+    prepared: ServingRun | None = None,
+) -> ServingEstimate:
+    """Simulate `requests` on the engines: aggregated (`front` serves both phases) or disaggregated (`front` the
+    prefill workers, `back` the decode workers)."""
+    ready = prepared or prepare(front, requests, back, transfer_free)
+    per_token = ready.transfer_s
+    transfer = (lambda prompt: per_token * prompt) if per_token is not None else None
+    trace = simulate(requests, ready.front, ready.back, transfer, series)
+    return summarise(trace, requests, ready.devices, objectives or Objectives())

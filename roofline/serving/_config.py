@@ -1,0 +1,69 @@
+"""What a serving simulation is made of: the engine's scheduler (`Scheduler`), the requests (`Requests`, drawn by
+`roofline.serving.requests`), and the error that names the input at fault (`ServingConfigError`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+SCHEDULERS = ("static", "continuous", "chunked")
+KV_POLICIES = ("reserve", "on_demand")
+
+
+class ServingConfigError(ValueError):
+    """A simulation that cannot run; `field` names the input at fault (e.g. `load.concurrency`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """How an engine forms its iterations.
+
+    - `static`: a batch of up to `max_num_seqs` waiting requests is prefilled together and decoded until its last
+      request ends; nothing joins a running batch (the pre-Orca way; the core's `estimate_inference`).
+    - `continuous`: in-flight batching (Orca, Yu et al. OSDI 2022; TensorRT-LLM's in-flight batching): every
+      iteration runs all decoding sequences and admits waiting prompts whole while the iteration's tokens stay within
+      `max_num_batched_tokens` (TensorRT-LLM `max_num_tokens`) and the sequences within `max_num_seqs`
+      (`max_batch_size`).
+    - `chunked`: decode first, then prefill chunks fill the rest of the token budget (Sarathi-Serve, Agrawal et al.
+      OSDI 2024; vLLM's `max_num_batched_tokens` with chunked prefill, its V1 default).
+
+    KV cache: a pool of `kv_blocks` blocks of `block_size` tokens (vLLM's PagedAttention, Kwon et al. SOSP 2023).
+    `reserve` admits a request only when blocks for its prompt and whole output are free and never preempts
+    (TensorRT-LLM's GUARANTEED_NO_EVICT default); `on_demand` allocates as tokens are written and, when the pool runs
+    out, preempts the most recently admitted request, which recomputes its tokens when readmitted (vLLM's
+    recompute preemption). `iteration_overhead_s`: the engine's own per-iteration host time (scheduling,
+    sampling) not hidden behind the GPU; `cuda_graphs: False` bounds each iteration below by its kernels' launches."""
+
+    kind: str = "chunked"
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    kv_blocks: int = 0  # 0: sized from memory by the caller
+    block_size: int = 32
+    kv_policy: str = "reserve"
+    cuda_graphs: bool = True
+    iteration_overhead_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The requests of a run. Closed loop (`concurrency` > 0): that many clients each send a request as soon as
+    their previous one ends, `prompt`/`output` in order; open loop: `arrival_s` gives each request's arrival."""
+
+    prompt: IntArray
+    output: IntArray
+    arrival_s: FloatArray | None = None
+    concurrency: int = 0
+
+    @property
+    def count(self) -> int:
+        return int(self.prompt.size)

@@ -1,0 +1,255 @@
+"""One engine's scheduler, iteration by iteration, as vLLM / TensorRT-LLM / SGLang run it (see `Scheduler`).
+
+The decoding batch is held as aggregates, never as a per-sequence loop: D sequences whose next step attends to C
+keys in all; a heap of the iteration at which each ends. Between events (an arrival, a request ending, the KV pool
+filling up), iterations are pure decode and differ only in C, which grows by D per iteration: the engine runs them
+as one stretch of k iterations costed at the stretch's mean context (exact where the iteration time is linear in
+the context, as the surface's interpolant is between grid points).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from typing import Protocol
+
+from roofline.serving._config import Scheduler
+from roofline.serving._surface import IterationSurface
+
+INF = math.inf
+
+
+class Loop(Protocol):
+    """What an engine sees of the event loop: per-request state (lists indexed by request) and its callbacks."""
+
+    prompt: list[int]
+    done: list[int]
+    left: list[int]
+    base: list[int]
+    join_it: list[int]
+    version: list[int]
+    reserve: list[int]
+    preemptions: int
+
+    def admitted(self, rid: int, now: float) -> None: ...
+    def first_token(self, rid: int, now: float) -> None: ...
+    def finished(self, rid: int, now: float, engine: Engine) -> None: ...
+    def handoff(self, rid: int, now: float) -> None: ...
+    def record(self, now: float, seconds: float, k: int, decoding: int, tokens: int, prefilling: int, kv: float,
+               prefill_share: float) -> None: ...  # fmt: skip
+
+
+class Engine:
+    """`role`: "both" (aggregated), "prefill" or "decode" (a disaggregated pool's worker)."""
+
+    def __init__(self, sim: Loop, surface: IterationSurface, sched: Scheduler, role: str, launch_s: float) -> None:
+        self.sim, self.surface, self.sched, self.role = sim, surface, sched, role
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []  # admitted, prompt not yet all computed (in admission order)
+        self.heap: list[tuple[int, int, int]] = []  # (iteration of its last token, version, request)
+        self.order: list[int] = []  # decoding requests in admission order (preemption takes the newest)
+        self.decoding = 0
+        self.context = 0.0  # keys the decoding sequences' next step attends to, in all
+        self.it = 0
+        self.block = sched.block_size
+        self.pool_tokens = float(sched.kv_blocks * sched.block_size)
+        self.free_blocks = sched.kv_blocks
+        self.held = 0.0  # on demand: prompt tokens of admitted prefills
+        self.launch_floor = 0.0 if sched.cuda_graphs else surface.kernels * launch_s
+        self.busy = False
+        self.static_batch = False
+        # the iteration in flight
+        self.k = 0
+        self.chunks: list[tuple[int, int]] = []  # (request, tokens) computed this iteration
+        self.started = 0.0
+
+    # -- KV cache ------------------------------------------------------------------------------------------------
+
+    def blocks(self, tokens: int) -> int:
+        return -(-tokens // self.block)
+
+    def can_admit(self, rid: int) -> bool:
+        sim = self.sim
+        if self.sched.kv_policy == "reserve":
+            return self.blocks(sim.reserve[rid]) <= self.free_blocks
+        used = self.context + self.held + (self.decoding + len(self.prefilling)) * self.block / 2.0
+        need = sim.prompt[rid] if self.role != "decode" else sim.prompt[rid] + 1
+        return used + need + 0.01 * self.pool_tokens <= self.pool_tokens  # vLLM's 1 % watermark
+
+    def take(self, rid: int) -> None:
+        if self.sched.kv_policy == "reserve":
+            self.free_blocks -= self.blocks(self.sim.reserve[rid])
+        elif self.role != "decode":
+            self.held += self.sim.prompt[rid]
+
+    def release(self, rid: int) -> None:
+        if self.sched.kv_policy == "reserve":
+            self.free_blocks += self.blocks(self.sim.reserve[rid])
+
+    def kv_used(self) -> float:
+        if self.sched.kv_policy == "reserve":
+            return 1.0 - self.free_blocks / max(1, self.sched.kv_blocks)
+        used = self.context + self.held + (self.decoding + len(self.prefilling)) * self.block / 2.0
+        return min(1.0, used / self.pool_tokens)
+
+    # -- the iteration -------------------------------------------------------------------------------------------
+
+    def start(self, now: float, horizon: float) -> float | None:
+        """Plan the next iteration (or stretch of pure-decode iterations) at `now`; its end time, or None when idle."""
+        sim, sched, surf = self.sim, self.sched, self.surface
+        chunks: list[tuple[int, int]] = []
+        if self.role == "decode":
+            self._admit_decode()
+        elif sched.kind == "static":
+            if self.decoding == 0 and not self.prefilling:
+                while self.waiting and len(self.prefilling) < sched.max_num_seqs and self.can_admit(self.waiting[0]):
+                    rid = self.waiting.popleft()
+                    self._admitted(rid, now)
+                chunks = [(rid, sim.prompt[rid]) for rid in self.prefilling]
+        else:
+            budget = sched.max_num_batched_tokens - self.decoding
+            for rid in self.prefilling:
+                if budget <= 0:
+                    break
+                left = sim.prompt[rid] - sim.done[rid]
+                q = left if sched.kind == "continuous" else min(left, budget)
+                chunks.append((rid, q))
+                budget -= q
+            seqs = self.decoding + len(self.prefilling)
+            while self.waiting and budget > 0 and seqs < sched.max_num_seqs:
+                rid = self.waiting[0]
+                p = sim.prompt[rid]
+                if sched.kind == "continuous" and p > budget and (chunks or self.decoding):
+                    break
+                if not self.can_admit(rid):
+                    break
+                self.waiting.popleft()
+                self._admitted(rid, now)
+                q = p if sched.kind == "continuous" else min(p, budget)
+                chunks.append((rid, q))
+                budget -= q
+                seqs += 1
+        d = self.decoding
+        if not chunks and d == 0:
+            self.busy = False
+            return None
+        self.busy, self.started, self.chunks = True, now, chunks
+        over = sched.iteration_overhead_s
+        if not chunks:
+            if sched.kv_policy == "on_demand":
+                self._preempt_to_fit()
+                d = self.decoding
+                if d == 0:
+                    return self.start(now, horizon)
+            k = self._top() - self.it
+            t1 = max(surf.decode_time(d, self.context), self.launch_floor) + over
+            if horizon < INF:
+                k = min(k, max(1, math.ceil((horizon - now) / t1)))
+            if sched.kv_policy == "on_demand":
+                used = self.context + self.held + d * self.block / 2.0
+                k = min(k, max(1, int((self.pool_tokens - used) // d)))
+            if k > 1:
+                t1 = max(surf.decode_time(d, self.context + d * (k - 1) / 2.0), self.launch_floor) + over
+            self.k = k
+            duration = k * t1
+            sim.record(now, duration, k, d, 0, len(self.prefilling), self.kv_used(), 0.0)
+            return now + duration
+        self.k = 1 if d else 0
+        tokens = sum(q for _, q in chunks)
+        pieces = [(float(q), float(sim.done[rid])) for rid, q in chunks]
+        ending = sum(1 for rid, q in chunks if sim.done[rid] + q >= sim.prompt[rid])
+        t = surf.time(float(tokens), pieces, float(d), self.context, float(d + ending))
+        duration = max(t, self.launch_floor) + over
+        sim.record(now, duration, self.k, d, tokens, len(self.prefilling), self.kv_used(), tokens / (tokens + d))
+        return now + duration
+
+    def finish(self, now: float) -> None:
+        """End the iteration in flight at `now`: decode progress, requests that end, prefills that complete."""
+        sim = self.sim
+        d, k = self.decoding, self.k
+        if d and k:
+            self.it += k
+            self.context += d * k
+            heap = self.heap
+            while heap and heap[0][0] <= self.it:
+                _, version, rid = heapq.heappop(heap)
+                if version != sim.version[rid]:
+                    continue
+                self.decoding -= 1
+                self.context -= sim.base[rid] + self.it
+                sim.left[rid] = 0
+                self.release(rid)
+                sim.finished(rid, now, self)
+        for rid, q in self.chunks:
+            sim.done[rid] += q
+            if sim.done[rid] < sim.prompt[rid]:
+                continue
+            self.prefilling.remove(rid)
+            if self.sched.kv_policy == "on_demand":
+                self.held -= sim.prompt[rid]
+            sim.first_token(rid, now)
+            sim.left[rid] -= 1
+            if self.role == "prefill":
+                self.release(rid)
+                sim.handoff(rid, now)
+            elif sim.left[rid] <= 0:
+                self.release(rid)
+                sim.finished(rid, now, self)
+            else:
+                self._join(rid)
+        self.chunks = []
+        self.k = 0
+        self.busy = False
+
+    # -- helpers -------------------------------------------------------------------------------------------------
+
+    def _admitted(self, rid: int, now: float) -> None:
+        self.take(rid)
+        self.prefilling.append(rid)
+        self.sim.admitted(rid, now)
+
+    def _join(self, rid: int) -> None:
+        """A request whose prompt is computed starts decoding next iteration: its next step attends to p + 1 keys."""
+        sim = self.sim
+        p = sim.prompt[rid]
+        self.decoding += 1
+        self.context += p + 1
+        sim.base[rid] = p + 1 - self.it
+        sim.join_it[rid] = self.it
+        heapq.heappush(self.heap, (self.it + sim.left[rid], sim.version[rid], rid))
+        self.order.append(rid)
+
+    def _admit_decode(self) -> None:
+        """A disaggregated decode worker: requests arrive with their KV cache; admitted while there is room."""
+        while self.waiting and self.decoding < self.sched.max_num_seqs and self.can_admit(self.waiting[0]):
+            rid = self.waiting.popleft()
+            self.take(rid)
+            self._join(rid)
+
+    def _top(self) -> int:
+        heap, version = self.heap, self.sim.version
+        while heap and heap[0][1] != version[heap[0][2]]:
+            heapq.heappop(heap)
+        return heap[0][0]
+
+    def _preempt_to_fit(self) -> None:
+        """On demand: while the next step would overflow the pool, the newest decoding request is preempted; it
+        returns to the head of the queue and recomputes its prompt and tokens so far (vLLM's recompute)."""
+        sim = self.sim
+        while self.decoding and self.context + self.held + self.decoding * (1 + self.block / 2.0) > self.pool_tokens:
+            rid = self.order.pop()
+            if sim.version[rid] < 0 or sim.left[rid] <= 0 or sim.join_it[rid] < 0:
+                continue
+            if self.decoding == 1:
+                break  # one request always runs: admission checked that a prompt fits
+            g = self.it - sim.join_it[rid]
+            self.decoding -= 1
+            self.context -= sim.base[rid] + self.it
+            sim.left[rid] -= g
+            sim.prompt[rid] += g + 1
+            sim.done[rid] = 0
+            sim.version[rid] += 1
+            sim.join_it[rid] = -1
+            sim.preemptions += 1
+            self.waiting.appendleft(rid)

@@ -1,0 +1,111 @@
+"""What a serving estimate holds: throughput, latency distributions, the engines' state over the run, goodput."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from roofline.serving._config import Requests
+from roofline.serving._simulator import Trace
+
+
+@dataclass(frozen=True)
+class Distribution:
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @staticmethod
+    def of(values: np.ndarray) -> Distribution:
+        if values.size == 0:
+            return Distribution(0.0, 0.0, 0.0, 0.0)
+        p50, p90, p99 = np.percentile(values, [50, 90, 99]).tolist()
+        return Distribution(float(values.mean()), p50, p90, p99)
+
+
+@dataclass(frozen=True)
+class Objectives:
+    """Latency objectives a request must meet to count towards goodput (seconds; None: no bound)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ServingEstimate:
+    requests: int
+    duration_s: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_device: float
+    output_tokens_per_s_per_user: float  # mean over requests of their decode rate (1 / their time per output token)
+    ttft_s: Distribution
+    tpot_s: Distribution
+    e2e_s: Distribution
+    queue_s: Distribution
+    mean_in_system: float  # requests between arrival and end, time-averaged (Little's L)
+    mean_batch: float  # sequences per iteration, time-averaged over busy time
+    mean_kv_use: float  # fraction of the KV pool in use, time-averaged over busy time
+    prefill_share: float  # the prefill tokens' share of iteration time
+    iterations: int
+    preemptions: int
+    goodput_requests_per_s: float
+    goodput_fraction: float
+    max_batched_tokens: int
+    series: list[tuple[float, float, int, int, float]] = field(default_factory=list)
+
+
+def summarise(trace: Trace, requests: Requests, devices: int, objectives: Objectives) -> ServingEstimate:
+    arrival, first, end = np.array(trace.arrival), np.array(trace.first), np.array(trace.end)
+    admit = np.array(trace.admit)
+    out = requests.output.astype(np.float64)
+    start = float(arrival.min())
+    duration = float(end.max()) - start
+    ttft = first - arrival
+    e2e = end - arrival
+    multi = out > 1
+    tpot = (end[multi] - first[multi]) / (out[multi] - 1.0)
+    tokens = float(out.sum())
+    ok = np.ones(out.size, dtype=bool)
+    if objectives.ttft_s is not None:
+        ok &= ttft <= objectives.ttft_s
+    if objectives.tpot_s is not None:
+        per = np.zeros(out.size)
+        per[multi] = tpot
+        ok &= per <= objectives.tpot_s
+    if objectives.e2e_s is not None:
+        ok &= e2e <= objectives.e2e_s
+    busy = max(trace.busy_s, 1e-30)
+    user = 1.0 / tpot[tpot > 0] if tpot.size else np.zeros(0)
+    return ServingEstimate(
+        requests=int(out.size),
+        duration_s=duration,
+        requests_per_s=out.size / duration,
+        output_tokens_per_s=tokens / duration,
+        output_tokens_per_s_per_device=tokens / duration / devices,
+        output_tokens_per_s_per_user=float(user.mean()) if user.size else 0.0,
+        ttft_s=Distribution.of(ttft),
+        tpot_s=Distribution.of(tpot),
+        e2e_s=Distribution.of(e2e),
+        queue_s=Distribution.of(admit - arrival),
+        mean_in_system=float(e2e.sum()) / duration,
+        mean_batch=trace.batch_s / busy,
+        mean_kv_use=trace.kv_s / busy,
+        prefill_share=trace.prefill_s / busy,
+        iterations=trace.iterations,
+        preemptions=trace.preemptions,
+        goodput_requests_per_s=float(ok.sum()) / duration,
+        goodput_fraction=float(ok.mean()),
+        max_batched_tokens=trace.max_batched_tokens,
+        series=_thin(trace.series or [], 2000),
+    )
+
+
+def _thin(series: list[tuple[float, float, int, int, float]], limit: int) -> list[tuple[float, float, int, int, float]]:
+    if len(series) <= limit:
+        return series
+    step = len(series) / limit
+    return [series[int(i * step)] for i in range(limit)]

@@ -1,0 +1,223 @@
+"""The event loop: requests arrive (an open loop's times, or a closed loop's clients sending again when their
+request ends), engines run iterations, disaggregated prefill workers hand requests to decode workers after their KV
+cache crosses the fabric; every request's arrival, admission, first token and end are recorded."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.serving._config import Requests, Scheduler
+from roofline.serving._engine import INF, Engine
+from roofline.serving._surface import IterationSurface
+
+ARRIVE, END, HANDOFF = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Pool:
+    """`engines` identical engines (replicas, or a pipeline's virtual engines) of one surface and scheduler;
+    `launch_s` the device's kernel launch cost (for runs without CUDA graphs)."""
+
+    surface: IterationSurface
+    scheduler: Scheduler
+    engines: int = 1
+    launch_s: float = 5e-6
+
+
+@dataclass
+class Trace:
+    """What the loop recorded: per request (arrival, admission, first token, end) and per iteration."""
+
+    arrival: list[float]
+    admit: list[float]
+    first: list[float]
+    end: list[float]
+    busy_s: float = 0.0
+    batch_s: float = 0.0  # Σ duration × sequences in the iteration
+    kv_s: float = 0.0  # Σ duration × KV pool fraction in use
+    prefill_s: float = 0.0  # Σ duration × the prefill tokens' share of the iteration's tokens
+    iterations: int = 0
+    preemptions: int = 0
+    series: list[tuple[float, float, int, int, float]] | None = None  # (start, seconds, decoding, prefill tokens, kv)
+    max_batched_tokens: int = 0
+
+
+class Simulation:
+    """One loop over `prefill` engines (all engines when aggregated) and optional decode engines."""
+
+    def __init__(
+        self,
+        requests: Requests,
+        pool: Pool,
+        decode_pool: Pool | None,
+        transfer_s: Callable[[int], float] | None,
+        series: bool,
+    ) -> None:
+        n = requests.count
+        self.requests = requests
+        self.prompt: list[int] = requests.prompt.tolist()
+        self.original = list(self.prompt)
+        self.output: list[int] = requests.output.tolist()
+        self.left = list(self.output)
+        self.reserve = [p + o for p, o in zip(self.prompt, self.output, strict=True)]
+        self.done = [0] * n
+        self.base = [0] * n
+        self.join_it = [-1] * n
+        self.version = [0] * n
+        self.preemptions = 0
+        nan = math.nan
+        self.trace = Trace([nan] * n, [nan] * n, [nan] * n, [nan] * n, series=[] if series else None)
+        self.transfer = transfer_s
+        self.events: list[tuple[float, int, int, int]] = []
+        self.seq = 0
+        self.front = [Engine(self, pool.surface, pool.scheduler, "both" if decode_pool is None else "prefill",
+                             pool.launch_s) for _ in range(pool.engines)]  # fmt: skip
+        self.back = (
+            [
+                Engine(self, decode_pool.surface, decode_pool.scheduler, "decode", decode_pool.launch_s)
+                for _ in range(decode_pool.engines)
+            ]
+            if decode_pool is not None
+            else []
+        )
+        self.engines = self.front + self.back
+        self.index = {id(e): i for i, e in enumerate(self.engines)}
+        self.pending: deque[int] = deque()
+        self.rr = 0
+
+    # -- callbacks from engines ----------------------------------------------------------------------------------
+
+    def push(self, t: float, kind: int, a: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, a))
+
+    def admitted(self, rid: int, now: float) -> None:
+        if math.isnan(self.trace.admit[rid]):
+            self.trace.admit[rid] = now
+
+    def first_token(self, rid: int, now: float) -> None:
+        if math.isnan(self.trace.first[rid]):
+            self.trace.first[rid] = now
+
+    def finished(self, rid: int, now: float, engine: Engine) -> None:
+        self.trace.end[rid] = now
+        if self.requests.concurrency and self.pending:
+            self.push(now, ARRIVE, self.pending.popleft())
+
+    def handoff(self, rid: int, now: float) -> None:
+        assert self.transfer is not None
+        self.push(now + self.transfer(self.original[rid]), HANDOFF, rid)
+
+    def record(self, now: float, seconds: float, k: int, decoding: int, tokens: int, prefilling: int, kv: float,
+               prefill_share: float) -> None:  # fmt: skip
+        tr = self.trace
+        tr.busy_s += seconds
+        tr.batch_s += seconds * (decoding + prefilling)
+        tr.kv_s += seconds * kv
+        tr.prefill_s += seconds * prefill_share
+        tr.iterations += max(k, 1)
+        if tokens + decoding > tr.max_batched_tokens:
+            tr.max_batched_tokens = tokens + decoding
+        if tr.series is not None:
+            tr.series.append((now, seconds, decoding, tokens, kv))
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+
+    def run(self) -> Trace:
+        req = self.requests
+        if req.concurrency:
+            order = list(range(req.count))
+            first, rest = order[: req.concurrency], order[req.concurrency :]
+            self.pending.extend(rest)
+            for rid in first:
+                self.push(0.0, ARRIVE, rid)
+        else:
+            assert req.arrival_s is not None
+            for rid, t in enumerate(req.arrival_s.tolist()):
+                self.push(t, ARRIVE, rid)
+        events = self.events
+        idle: list[Engine] = []  # engines given work at `now`, started once every event at `now` is in
+        while events:
+            now, _, kind, a = heapq.heappop(events)
+            if kind == END:
+                engine = self.engines[a]
+                engine.finish(now)
+                idle.append(engine)
+            else:
+                if kind == ARRIVE:
+                    self.trace.arrival[a] = now
+                target = self._route(self.front if kind == ARRIVE else self.back)
+                target.waiting.append(a)
+                if not target.busy:
+                    idle.append(target)
+            if idle and (not events or events[0][0] > now):
+                for engine in idle:
+                    if not engine.busy:
+                        self._start(engine, now)
+                idle.clear()
+        self.trace.preemptions = self.preemptions
+        return self.trace
+
+    def _start(self, engine: Engine, now: float) -> None:
+        horizon = self.events[0][0] if self.events else INF
+        end = engine.start(now, horizon)
+        if end is not None:
+            self.push(end, END, self.index[id(engine)])
+
+    def _route(self, engines: list[Engine]) -> Engine:
+        """Round-robin when the engines are alike in load, else the least loaded (fewest requests held)."""
+        if len(engines) == 1:
+            return engines[0]
+        best = min(engines, key=lambda e: len(e.waiting) + len(e.prefilling) + e.decoding)
+        return best
+
+
+def simulate(
+    requests: Requests,
+    pool: Pool,
+    decode_pool: Pool | None = None,
+    transfer_s: Callable[[int], float] | None = None,
+    series: bool = False,
+) -> Trace:
+    """Run the requests through the engines. Aggregated engines share nothing, so each runs its own loop on its
+    share of the requests (a closed loop's clients, or every R-th arrival): the loops' horizons then see only their
+    own arrivals, which lets pure-decode stretches run long."""
+    if decode_pool is not None or pool.engines == 1:
+        return Simulation(requests, pool, decode_pool, transfer_s, series).run()
+    n, r = requests.count, pool.engines
+    single = Pool(pool.surface, pool.scheduler, 1, pool.launch_s)
+    merged = Trace([math.nan] * n, [math.nan] * n, [math.nan] * n, [math.nan] * n, series=[] if series else None)
+    active = min(r, requests.concurrency) if requests.concurrency else r
+    for e in range(active):
+        ids = np.arange(e, n, active)
+        if ids.size == 0:
+            continue
+        conc = 0
+        if requests.concurrency:
+            conc = requests.concurrency // active + (1 if e < requests.concurrency % active else 0)
+        arr = None if requests.arrival_s is None else requests.arrival_s[ids]
+        part = Requests(requests.prompt[ids], requests.output[ids], arr, conc)
+        tr = Simulation(part, single, None, None, series).run()
+        for j, rid in enumerate(ids.tolist()):
+            merged.arrival[rid], merged.admit[rid] = tr.arrival[j], tr.admit[j]
+            merged.first[rid], merged.end[rid] = tr.first[j], tr.end[j]
+        merged.busy_s += tr.busy_s
+        merged.batch_s += tr.batch_s
+        merged.kv_s += tr.kv_s
+        merged.prefill_s += tr.prefill_s
+        merged.iterations += tr.iterations
+        merged.preemptions += tr.preemptions
+        merged.max_batched_tokens = max(merged.max_batched_tokens, tr.max_batched_tokens)
+        if merged.series is not None and tr.series is not None and e == 0:
+            merged.series.extend(tr.series)
+    return merged
+
+
+def default_scheduler(kind: str) -> Scheduler:
+    return Scheduler(kind=kind)

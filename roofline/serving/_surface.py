@@ -1,0 +1,254 @@
+"""The iteration-time surface of one engine: what one scheduler iteration costs as a function of its mix, built
+from vectorised calls of the inference core (`roofline.inference`) on grids and interpolated.
+
+An iteration of an in-flight-batching engine (vLLM, TensorRT-LLM, SGLang) is one forward pass over every token it
+schedules: each decoding sequence's new token and each prefill chunk. Its cost splits into parts that depend on
+different quantities of the mix:
+
+- the body: every op but attention and the LM head (projections, FFN or experts, norms, the tensor-parallel
+  all-reduces, the expert all-to-alls), a function of the pass's tokens N = prefill tokens + decode sequences;
+- the LM head and final norm, on the S sequences that sample a token (decoding ones and prefills that finish);
+- decode attention: D sequences of one query each over their cached keys, a function of D and the mean context
+  (FlashDecoding-style kernels split the keys; TensorRT-LLM's XQA, vLLM's paged attention);
+- prefill attention: each chunk of q new tokens over its c cached and q new keys, causal (vLLM's chunked prefill,
+  Sarathi-Serve, Agrawal et al. 2024 §4).
+
+Each part is evaluated by the core on a grid (tokens, sequences × context, chunk × cached context) in one
+`Evaluator` run and interpolated linearly between grid points; fixed kernel costs of attention are counted once per
+iteration, not once per sequence. `IterationSurface.error` is the largest relative difference between the
+interpolant and the core at off-grid points, evaluated in the same run.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from roofline._hardware import dtype_bytes
+from roofline._num import Array
+from roofline.inference import InferenceRun
+from roofline.inference._evaluation import TERMS, TIME, Evaluator
+from roofline.inference._layers import LayerOps
+from roofline.inference._phase import Pass, pass_time
+
+_OVERHEAD = TERMS.index("overhead_s")
+ATTENTION_ROWS = ("attention", "attention_scores", "softmax", "attention_values")
+HEAD_ROWS = ("lm_head", "final_norm")
+
+
+def token_grid(limit: int) -> list[int]:
+    """1 … 32 one by one, then about 6 % apart up to `limit` (matmul tile steps are 64 or 128 tokens wide: the
+    interpolant spans at most a few of them)."""
+    out = list(range(1, min(limit, 32) + 1))
+    x = 32.0
+    while out[-1] < limit:
+        x *= 1.06
+        out.append(min(limit, max(out[-1] + 1, round(x))))
+    return out
+
+
+def _geometric(first: float, last: float, points: int) -> list[float]:
+    if last <= first:
+        return [first]
+    return [float(v) for v in np.unique(np.rint(np.geomspace(first, last, points)))]
+
+
+@dataclass(frozen=True)
+class _Grid1:
+    x: list[float]
+    y: list[float]
+
+    def __call__(self, v: float) -> float:
+        x, y = self.x, self.y
+        if v <= x[0]:
+            return y[0] * v / x[0] if x[0] > 0 and v < x[0] else y[0]
+        i = bisect_right(x, v) - 1
+        if i >= len(x) - 1:  # beyond the grid: linear in the last segment
+            i = len(x) - 2
+            if i < 0:
+                return y[0]
+        x0, x1 = x[i], x[i + 1]
+        return y[i] + (y[i + 1] - y[i]) * (v - x0) / (x1 - x0)
+
+
+@dataclass(frozen=True)
+class _Grid2:
+    """Bilinear in (a, b) over a rectangular grid; linear extrapolation in b beyond its last point."""
+
+    a: list[float]
+    b: list[float]
+    z: list[list[float]]  # z[i][j] at (a[i], b[j])
+
+    def __call__(self, va: float, vb: float) -> float:
+        ia, ta = _locate(self.a, va)
+        ib, tb = _locate(self.b, vb)
+        z = self.z
+        r0 = z[ia][ib] + (z[ia][ib + 1] - z[ia][ib]) * tb if len(self.b) > 1 else z[ia][0]
+        if len(self.a) == 1:
+            return r0
+        r1 = z[ia + 1][ib] + (z[ia + 1][ib + 1] - z[ia + 1][ib]) * tb if len(self.b) > 1 else z[ia + 1][0]
+        return r0 + (r1 - r0) * ta
+
+
+def _locate(x: list[float], v: float) -> tuple[int, float]:
+    """Segment index and fraction along it (clamped below the grid, extrapolated above)."""
+    if len(x) == 1:
+        return 0, 0.0
+    if v <= x[0]:
+        return 0, 0.0
+    i = min(bisect_right(x, v) - 1, len(x) - 2)
+    return i, (v - x[i]) / (x[i + 1] - x[i])
+
+
+@dataclass(frozen=True)
+class IterationSurface:
+    """Seconds of one iteration of an engine, by part (see the module's docstring). `kernels` is the kernel count
+    of one pass (for the host's launch bound without CUDA graphs); `error` the interpolant's largest relative error
+    at the off-grid check points; `send_s` the pipeline's sends per iteration (p − 1 stage boundaries)."""
+
+    body: _Grid1
+    prefill_body: _Grid1
+    head: _Grid1
+    decode_attention: _Grid2  # (sequences, mean context) → seconds of the whole batch's decode attention
+    prefill_attention: _Grid2  # (chunk tokens, cached tokens) → seconds of one chunk's attention, fixed costs out
+    attention_fixed_s: float
+    kernels: float
+    error: float
+    send_s: _Grid1
+
+    def time(self, prefill_tokens: float, chunks: list[tuple[float, float]], decode: float, context: float,
+             sampled: float) -> float:  # fmt: skip
+        """One iteration: `chunks` (q new tokens, c cached) of prefills, `decode` sequences whose keys sum to
+        `context`, `sampled` sequences through the LM head."""
+        n = prefill_tokens + decode
+        t = (self.prefill_body(n) if prefill_tokens > 0 else self.body(n)) + self.head(max(sampled, 1.0))
+        if decode > 0:
+            t += self.decode_attention(decode, context / decode)
+        if chunks:
+            t += self.attention_fixed_s
+            for q, c in chunks:
+                t += self.prefill_attention(q, c)
+        return t + self.send_s(n)
+
+    @staticmethod
+    def flat(seconds: float) -> IterationSurface:
+        """Every iteration takes `seconds`, whatever its mix: a what-if, and a schedule one can follow by hand."""
+        zero = _Grid1([1.0, 2.0], [0.0, 0.0])
+        return IterationSurface(
+            _Grid1([1.0, 2.0], [seconds, seconds]), _Grid1([1.0, 2.0], [seconds, seconds]), zero,
+            _Grid2([1.0], [1.0], [[0.0]]), _Grid2([1.0], [1.0], [[0.0]]), 0.0, 1.0, 0.0, zero,
+        )  # fmt: skip
+
+    def decode_time(self, decode: float, context: float) -> float:
+        """A pure decode iteration (the hot path of the simulator)."""
+        return (
+            self.body(decode)
+            + self.head(decode)
+            + self.decode_attention(decode, context / decode)
+            + self.send_s(decode)
+        )
+
+
+def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_context: int) -> IterationSurface:
+    """Evaluate the parts of an iteration on grids for one engine (`run`: model, system, parallelism, precision;
+    its workload is ignored) up to `max_tokens` per pass, `max_sequences` decoding and `max_context` keys."""
+    ev = Evaluator()
+    tokens = np.array(token_grid(max(max_tokens, max_sequences)), dtype=np.float64)
+    # Decode attention steps with the waves of its CTAs over the SMs (sequences × KV heads, split along the keys):
+    # every sequence count up to 512, then about 6 % apart.
+    seqs = (
+        np.array(token_grid(max(1, max_sequences)), dtype=np.float64)
+        if max_sequences > 512
+        else np.arange(1.0, max_sequences + 1.0)
+    )
+    ctx = np.array(_geometric(1.0, float(max_context), 32))
+    chunk = np.array(_geometric(1.0, float(max_tokens), 64))
+    cached = np.array([0.0, *_geometric(1.0, float(max_context), 24)])
+    mla = run.model.mla is not None
+    dummy = np.ones(1)
+
+    def layer_pass(tok: Array, seq: Array, attn: tuple[Array, Array, Array], prefill: bool) -> Pass:
+        ps = Pass(tok.size)
+        ops = LayerOps(run, ev, ps, tokens=tok, attn=attn, sequences=seq, prefill=False)
+        ops.prefill = prefill  # attention points stay one per sample; MLA's prefill form when asked
+        ops.register()
+        return ps
+
+    body_pass = layer_pass(tokens, tokens, (dummy.repeat(tokens.size), dummy.repeat(tokens.size),
+                                            dummy.repeat(tokens.size)), False)  # fmt: skip
+    pre_body_pass = layer_pass(tokens, tokens, (dummy.repeat(tokens.size),) * 3, True) if mla else None
+    dg_d, dg_c = np.meshgrid(seqs, ctx, indexing="ij")
+    dec_pass = layer_pass(dg_d.ravel(), dg_d.ravel(), (dg_d.ravel(), np.ones(dg_d.size), dg_c.ravel()), False)
+    pg_q, pg_c = np.meshgrid(chunk, cached, indexing="ij")
+    pre_pass = layer_pass(
+        pg_q.ravel(), np.ones(pg_q.size), (np.ones(pg_q.size), pg_q.ravel(), pg_q.ravel() + pg_c.ravel()), True
+    )
+    # Off-grid check points (midpoints of the grids), each a whole iteration evaluated by the core itself.
+    mid_d = np.sqrt(seqs[:-1] * seqs[1:]) if seqs.size > 1 else seqs
+    mid_c = np.sqrt(ctx[:-1] * ctx[1:]) if ctx.size > 1 else ctx
+    md_d, md_c = (g.ravel() for g in np.meshgrid(mid_d[:: max(1, mid_d.size // 16)], mid_c, indexing="ij"))
+    check_dec = layer_pass(md_d, md_d, (md_d, np.ones(md_d.size), md_c), False)
+    mid_q = np.sqrt(chunk[:-1] * chunk[1:]) if chunk.size > 1 else chunk
+    mq_q, mq_c = (g.ravel() for g in np.meshgrid(mid_q, np.sqrt(cached[1:-1] * cached[2:]), indexing="ij"))
+    check_pre = layer_pass(mq_q, np.ones(mq_q.size), (np.ones(mq_q.size), mq_q, mq_q + mq_c), True)
+    p = run.parallelism.pipeline
+    send = (
+        ev.collective(run.system, "send_recv", run.parallelism.tensor * p,
+                      tokens * run.model.hidden * _bytes(run), run.precision.activations)
+        if p > 1 else None
+    )  # fmt: skip
+    ev.run()
+
+    body_t, head_t, kernels = _split(body_pass)
+    body = _Grid1(tokens.tolist(), body_t.tolist())
+    head = _Grid1(tokens.tolist(), head_t.tolist())
+    prefill_body = _Grid1(tokens.tolist(), _split(pre_body_pass)[0].tolist()) if pre_body_pass is not None else body
+    dec_t = _attention(dec_pass)[0].reshape(dg_d.shape)
+    decode_attention = _Grid2(seqs.tolist(), ctx.tolist(), dec_t.tolist())
+    pre_t, pre_fixed = _attention(pre_pass)
+    fixed = float(pre_fixed.max()) if pre_fixed.size else 0.0
+    prefill_attention = _Grid2(chunk.tolist(), cached.tolist(), (pre_t - pre_fixed).reshape(pg_q.shape).tolist())
+    send_s = _Grid1(tokens.tolist(), ((p - 1) * send.time_s).tolist() if send is not None else [0.0] * tokens.size)
+
+    surface = IterationSurface(
+        body, prefill_body, head, decode_attention, prefill_attention, fixed, kernels, 0.0, send_s
+    )
+    core_dec = pass_time(check_dec.totals())
+    err_dec = np.abs(np.array([surface.decode_time(d, d * c) - send_s(d) for d, c in zip(md_d, md_c, strict=True)])
+                     - core_dec) / core_dec  # fmt: skip
+    core_pre = pass_time(check_pre.totals())
+    mine = [surface.time(q, [(q, c)], 0.0, 0.0, 1.0) - send_s(q) for q, c in zip(mq_q, mq_c, strict=True)]
+    err_pre = np.abs(np.array(mine) - core_pre) / core_pre
+    return replace(surface, error=float(max(err_dec.max(initial=0.0), err_pre.max(initial=0.0))))
+
+
+def _bytes(run: InferenceRun) -> float:
+    return dtype_bytes(run.precision.activations)
+
+
+def _split(ps: Pass) -> tuple[Array, Array, float]:
+    """(body seconds, LM-head seconds, kernels per pass) per sample of a pass."""
+    body = np.zeros(ps.samples)
+    head = np.zeros(ps.samples)
+    kernels = 0.0
+    for name, (values, calls) in ps.totals().items():
+        kernels += calls
+        if name in HEAD_ROWS:
+            head += values[TIME]
+        elif name not in ATTENTION_ROWS:
+            body += values[TIME]
+    return body, head, kernels
+
+
+def _attention(ps: Pass) -> tuple[Array, Array]:
+    """(attention seconds, of which fixed kernel costs) per sample of a pass."""
+    totals = ps.totals()
+    t = np.zeros(ps.samples)
+    fixed = np.zeros(ps.samples)
+    for name in ATTENTION_ROWS:
+        if name in totals:
+            t += totals[name][0][TIME]
+            fixed += totals[name][0][_OVERHEAD]
+    return t, fixed

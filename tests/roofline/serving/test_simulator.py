@@ -1,0 +1,152 @@
+"""The serving simulator: schedules followed by hand on a flat surface (every iteration 1 ms), then properties
+that must hold on the real surface (Little's law, the token budget, seeds, the static run of one request,
+disaggregation over an infinitely fast fabric)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import roofline
+from roofline.inference import InferenceRun, Parallelism, Workload, estimate_inference
+from roofline.serving import EngineSpec, Objectives, Requests, Scheduler, ServingConfigError, estimate_serving
+from roofline.serving import requests as draw
+from roofline.serving._simulator import Pool, simulate
+from tests.roofline.models import LLAMA_3_8B
+from tests.roofline.profiles import system
+
+MS = 1e-3
+
+
+def flat(kind: str, **kw: int | str) -> Pool:
+    sched = Scheduler(kind=kind, kv_blocks=int(kw.pop("kv_blocks", 10_000)), block_size=1, **kw)  # type: ignore[arg-type]
+    return Pool(roofline.serving.IterationSurface.flat(MS), sched)
+
+
+def closed(prompt: list[int], output: list[int], concurrency: int) -> Requests:
+    return Requests(np.array(prompt), np.array(output), None, concurrency)
+
+
+def test_continuous_batching_by_hand() -> None:
+    # Two clients, prompts of 10, outputs of 5 and 3. Iteration 1 prefills both (20 tokens ≤ budget): both first
+    # tokens at 1 ms. Iterations 2-3 decode both; request 1 has its 3 tokens at 3 ms. Iterations 4-5 decode request
+    # 0 alone: its 5th token at 5 ms.
+    tr = simulate(closed([10, 10], [5, 3], 2), flat("continuous"))
+    assert tr.first == pytest.approx([1 * MS, 1 * MS])
+    assert tr.end == pytest.approx([5 * MS, 3 * MS])
+    assert tr.iterations == 5
+
+
+def test_chunked_prefill_by_hand() -> None:
+    # Budget 8 tokens: a 20-token prompt runs as chunks of 8, 8, 4 (first token at 3 ms); a second request arriving
+    # with it waits until the first's chunks leave room: iteration 3 has 4 tokens left → its first chunk of 4, then
+    # 1 decode + 7, then 1 decode + 1 (prompt 12 = 4 + 7 + 1): first token at 5 ms.
+    tr = simulate(closed([20, 12], [2, 2], 2), flat("chunked", max_num_batched_tokens=8))
+    assert tr.first == pytest.approx([3 * MS, 5 * MS])
+    assert tr.end == pytest.approx([4 * MS, 6 * MS])
+    assert tr.max_batched_tokens <= 8
+
+
+def test_static_batching_waits_for_the_longest() -> None:
+    # Static: both prefilled at 1 ms; the batch decodes until the 6-token request ends at 6 ms; a third request,
+    # sent by the client whose request ended at 2 ms, starts only then: first token at 7 ms, end at 8 ms.
+    tr = simulate(closed([4, 4, 4], [2, 6, 2], 2), flat("static"))
+    assert tr.first == pytest.approx([1 * MS, 1 * MS, 7 * MS])
+    assert tr.end == pytest.approx([2 * MS, 6 * MS, 8 * MS])
+
+
+def test_reserve_policy_admits_only_what_fits() -> None:
+    # A pool of 30 tokens, requests of 10 + 10: one at a time (reserve holds prompt + output).
+    tr = simulate(closed([10, 10], [10, 10], 2), flat("continuous", kv_blocks=30))
+    assert tr.first == pytest.approx([1 * MS, 11 * MS])
+
+
+def test_on_demand_preempts_and_every_request_still_ends() -> None:
+    req = closed([10] * 6, [40] * 6, 6)
+    tr = simulate(req, flat("chunked", kv_blocks=120, kv_policy="on_demand"))
+    assert tr.preemptions > 0
+    assert all(np.isfinite(tr.end))
+    # Each request still produces its 40 tokens: a decode iteration yields one token per running request, so the
+    # iterations can be no fewer than the longest request's 40 and no more than all 240 tokens one by one.
+    assert 40 <= tr.iterations <= 240 + 6 * 3
+
+
+H100 = system("h100-sxm")
+RUN = InferenceRun(LLAMA_3_8B, H100, Workload.uniform(1, 1, 1), Parallelism())
+
+
+def spec(kind: str = "chunked", **kw: int) -> EngineSpec:
+    return EngineSpec(RUN, Scheduler(kind=kind, **kw))  # type: ignore[arg-type]
+
+
+def test_concurrency_one_reproduces_the_static_run_of_one_request() -> None:
+    req = closed([2048] * 4, [256] * 4, 1)
+    ready = roofline.serving.prepare(spec(), req)
+    est = estimate_serving(spec(), req, prepared=ready)
+    static = estimate_inference(replace(RUN, workload=Workload.uniform(1, 2048, 256)))
+    assert est.e2e_s.mean == pytest.approx(static.prefill.time_s + static.decode.time_s, rel=ready.surface_error)
+    assert est.ttft_s.mean == pytest.approx(static.prefill.time_s, rel=ready.surface_error)
+    assert ready.surface_error < 0.15
+
+
+@pytest.mark.parametrize("kind", ["static", "continuous", "chunked"])
+def test_littles_law_in_a_closed_loop(kind: str) -> None:
+    # L = λW (Little 1961): with 64 clients always in the system, throughput × mean latency is 64, but for the
+    # tail where fewer than 64 remain (at most one latency of 2 000 requests' run: a few per cent).
+    n, c = 2000, 64
+    est = estimate_serving(spec(kind, max_num_seqs=64), closed([512] * n, [128] * n, c))
+    assert est.requests_per_s * est.e2e_s.mean == pytest.approx(est.mean_in_system, rel=1e-9)
+    assert est.mean_in_system == pytest.approx(c, rel=0.05)
+    assert est.mean_in_system <= c
+
+
+def test_the_token_budget_bounds_every_iteration() -> None:
+    rng = np.random.default_rng(1)
+    prompts = draw.lengths(rng, 500, "uniform", "prompt", low=100, high=3000)
+    est = estimate_serving(spec("chunked", max_num_batched_tokens=1024), Requests(prompts, np.full(500, 64), None, 48))
+    assert 0 < est.max_batched_tokens <= 1024
+
+
+def test_a_seeded_open_loop_is_repeatable() -> None:
+    def once() -> roofline.serving.ServingEstimate:
+        rng = np.random.default_rng(7)
+        prompts = draw.lengths(rng, 300, "lognormal", "prompt", mean=800, std=400)
+        outputs = draw.lengths(rng, 300, "normal", "output", mean=200, std=50)
+        return estimate_serving(spec(), Requests(prompts, outputs, draw.arrivals(rng, 300, 20.0), 0))
+
+    a, b = once(), once()
+    assert a == b
+
+
+def test_disaggregation_over_an_infinitely_fast_fabric_is_two_independent_pools() -> None:
+    rng = np.random.default_rng(3)
+    n = 400
+    req = Requests(np.full(n, 1024), np.full(n, 128), draw.arrivals(rng, n, 15.0), 0)
+    dis = estimate_serving(spec(), req, back=spec(), transfer_free=True)
+    # The prefill pool alone: the same arrivals, one output token each.
+    alone = estimate_serving(spec(), replace(req, output=np.ones(n, dtype=np.int64)))
+    assert dis.ttft_s == alone.ttft_s
+    # The decode pool alone sees arrivals at the first-token times; its TPOT does not depend on the prefill pool's.
+    assert dis.tpot_s.mean > 0
+
+
+def test_goodput_counts_requests_meeting_every_objective() -> None:
+    req = closed([512] * 200, [64] * 200, 16)
+    est = estimate_serving(spec(), req, Objectives(ttft_s=1e9, tpot_s=1e9))
+    assert est.goodput_fraction == 1.0
+    none = estimate_serving(spec(), req, Objectives(ttft_s=1e-9))
+    assert none.goodput_fraction == 0.0
+
+
+def test_a_pool_that_cannot_hold_one_request_is_refused() -> None:
+    with pytest.raises(ServingConfigError) as err:
+        roofline.serving.prepare(spec(kv_blocks=10), closed([4096], [4096], 1))
+    assert err.value.field == "engine.kv_cache"
+
+
+def test_a_prompt_longer_than_the_budget_needs_chunking() -> None:
+    with pytest.raises(ServingConfigError) as err:
+        roofline.serving.prepare(spec("continuous", max_num_batched_tokens=1024), closed([2048], [8], 1))
+    assert err.value.field == "engine.scheduler.max_num_batched_tokens"
