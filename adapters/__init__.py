@@ -69,6 +69,7 @@ from adapters._inference import (
 )
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
+from adapters._serving import estimate_serving, render_serving, serving_requests
 from adapters._training import estimate_training, render_training, training_run
 
 __all__ = [
@@ -99,6 +100,7 @@ __all__ = [
     "device_topology",
     "estimate_collective",
     "estimate_runs",
+    "estimate_serving",
     "estimate_training",
     "evaluate",
     "evaluate_ops",
@@ -114,11 +116,13 @@ __all__ = [
     "predict",
     "prepare_run",
     "render_run",
+    "render_serving",
     "render_training",
     "request_device_topology",
     "request_topology",
     "scope_launch_s",
     "scoped_core",
+    "serving_requests",
     "size_fields",
     "sweep",
     "sweep_docs",

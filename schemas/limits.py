@@ -30,6 +30,11 @@ MAX_PLAN_CONFIGURATIONS = 5_000
 MAX_RESULTS = 10_000  # POST /v1/benchmarks: results per run
 MAX_CHAIN_OPS = 64
 MAX_WORKLOAD_REQUESTS = 4096  # request shapes of one inference workload
+# POST /v1/estimate/serving: requests simulated (10 000 take ~50 ms on 2 cores; 100 000 stay within a second or two
+# and the body of a trace of that many stays near 6 MB).
+MAX_SERVING_REQUESTS = 100_000
+MAX_SERVING_SEQS = 65_536  # max_num_seqs: the iteration-time surface has one point per sequence count up to 512
+MAX_KV_BLOCK_TOKENS = 1024  # vLLM's largest --block-size choice is 128; TensorRT-LLM's tokens_per_block is 8-128
 MAX_DECODE_SAMPLES = 1 << 17  # decode steps evaluated one by one (beyond: interpolated)
 MAX_LIST = 64  # small lists: epilogues, search axes, tile candidates
 MAX_SOURCES = 100  # citations, notes and figure_sources entries of one profile or model

@@ -27,6 +27,7 @@ from service.limits import install_body_limit
 from service.models.router import router as models_router
 from service.plan.router import router as plan_router
 from service.ratelimit import RateLimits
+from service.serving.router import router as serving_router
 from service.settings import Settings
 from service.system.router import install_metrics_middleware
 from service.system.router import router as system_router
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         estimates_router,
         collectives_router,
         inference_router,
+        serving_router,
         training_router,
         hardware_router,
         models_router,

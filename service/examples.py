@@ -369,3 +369,36 @@ TRAINING_EXAMPLES = {
         },
     ),
 }  # fmt: skip
+
+SERVING_EXAMPLES = {
+    "llama-70b-chunked": Example(
+        summary="Llama 3 70B on 8 H100s (2 engines of TP4), chunked prefill, 64 concurrent clients",
+        value={
+            "model": "llama-3-70b", "hardware": "h100-sxm", "replicas": 2, "parallelism": {"tensor": 4},
+            "engine": {"scheduler": "chunked", "max_num_seqs": 256, "max_num_batched_tokens": 8192},
+            "dtypes": {"weights": "fp8", "activations": "fp8"},
+            "load": {"concurrency": 64, "requests": 2000, "prompt_tokens": {"kind": "fixed", "value": 2048},
+                     "output_tokens": {"kind": "fixed", "value": 256}},
+            "objectives": {"ttft_s": 1.0, "tpot_s": 0.05}, "price_per_device_hour": 2.5,
+        },
+    ),
+    "llama-8b-poisson": Example(
+        summary="Llama 3 8B on one H100, Poisson arrivals at 10 requests/s, log-normal lengths",
+        value={
+            "model": "llama-3-8b", "hardware": "h100-sxm",
+            "load": {"rate_per_s": 10, "requests": 3000, "seed": 1,
+                     "prompt_tokens": {"kind": "lognormal", "mean": 1500, "std": 800},
+                     "output_tokens": {"kind": "lognormal", "mean": 300, "std": 150}},
+        },
+    ),
+    "disaggregated": Example(
+        summary="Llama 3 70B disaggregated: 1 prefill worker (TP4) and 1 decode worker (TP4) on 8 H100s",
+        value={
+            "model": "llama-3-70b", "hardware": "h100-sxm", "mode": "disaggregated",
+            "prefill": {"workers": 1, "parallelism": {"tensor": 4}},
+            "decode": {"workers": 1, "parallelism": {"tensor": 4}},
+            "load": {"concurrency": 32, "requests": 1000, "prompt_tokens": {"kind": "fixed", "value": 4096},
+                     "output_tokens": {"kind": "fixed", "value": 512}},
+        },
+    ),
+}  # fmt: skip

@@ -1,0 +1,179 @@
+"""Serving requests (`schemas.serving`) as the core's engines and requests (`roofline.serving`), and the core's
+serving estimate as a `ServingRead` document."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+import roofline
+from adapters._errors import InvalidField
+from adapters._inference import inference_run, transformer
+from roofline.serving import EngineSpec, Objectives, Requests, Scheduler, ServingConfigError, ServingEstimate
+from roofline.serving import requests as draw
+from schemas.hardware import HardwareSpec
+from schemas.inference import Implementation
+from schemas.models import ModelSpec
+from schemas.serving import EngineOptions, LengthKind, Lengths, Mode, ServingParallelism, ServingRequest
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def _scheduler(opts: EngineOptions) -> Scheduler:
+    return Scheduler(
+        kind=str(opts.scheduler),
+        max_num_seqs=opts.max_num_seqs,
+        max_num_batched_tokens=opts.max_num_batched_tokens,
+        block_size=opts.kv_block_tokens,
+        kv_policy=str(opts.kv_policy),
+        cuda_graphs=opts.cuda_graphs,
+        iteration_overhead_s=opts.iteration_overhead_s,
+    )
+
+
+def _engine(
+    body: ServingRequest, model: roofline.Transformer, system: roofline.System, par: ServingParallelism,
+    opts: EngineOptions, replicas: int, where: str,
+) -> EngineSpec:  # fmt: skip
+    run = inference_run(
+        model, system, roofline.Workload.uniform(1, 1, 1),
+        roofline.Parallelism(par.tensor, par.pipeline, par.attention_data, par.expert), body.dtypes, Implementation(),
+    )  # fmt: skip
+    try:
+        roofline.validate_inference(run)
+    except roofline.InferenceConfigError as err:
+        field = err.field.replace("parallelism.data", "parallelism.attention_data")
+        raise InvalidField(f"{where}.{field}", err.message) from None
+    return EngineSpec(run, _scheduler(opts), replicas, opts.memory_fraction)
+
+
+def _lengths(rng: np.random.Generator, spec: Lengths, count: int, field: str) -> np.ndarray:
+    return draw.lengths(
+        rng, count, str(spec.kind), field, value=float(spec.value or 0), low=float(spec.low or 0),
+        high=float(spec.high or 0), mean=float(spec.mean or 0), std=float(spec.std or 0), values=spec.values,
+    )  # fmt: skip
+
+
+def serving_requests(body: ServingRequest, context_limit: int) -> Requests:
+    """The requests a load describes, drawn from one generator seeded with `load.seed`."""
+    load = body.load
+    rng = np.random.default_rng(load.seed)
+    if load.trace is not None:
+        arrival = np.array([r.arrival_s for r in load.trace])
+        backwards = np.flatnonzero(np.diff(arrival) < 0)
+        if backwards.size:
+            i = int(backwards[0]) + 1
+            raise InvalidField(
+                f"body.load.trace.{i}.arrival_s",
+                f"arrivals must not go backwards: {arrival[i]} s after {arrival[i - 1]} s",
+            )
+        prompt = np.array([r.prompt_tokens for r in load.trace], dtype=np.int64)
+        output = np.array([r.output_tokens for r in load.trace], dtype=np.int64)
+        where = "body.load.trace"
+        requests = Requests(prompt, output, arrival - arrival[0], 0)
+    else:
+        assert load.prompt_tokens is not None and load.output_tokens is not None
+        prompt = _lengths(rng, load.prompt_tokens, load.requests, "body.load.prompt_tokens")
+        output = _lengths(rng, load.output_tokens, load.requests, "body.load.output_tokens")
+        where = "body.load.prompt_tokens"
+        if load.concurrency is not None:
+            requests = Requests(prompt, output, None, load.concurrency)
+        else:
+            assert load.rate_per_s is not None
+            times = draw.arrivals(rng, load.requests, load.rate_per_s, str(load.arrival), load.arrival_cv)
+            requests = Requests(prompt, output, times, 0)
+    drawn = load.trace is None and (load.prompt_tokens, load.output_tokens) != (None, None)
+    if drawn and any(spec is not None and spec.kind is not LengthKind.fixed
+                     for spec in (load.prompt_tokens, load.output_tokens)):  # fmt: skip
+        # Lengths drawn from a distribution are cut at the model's context, as a client truncates its inputs.
+        prompt = np.minimum(requests.prompt, context_limit - 1)
+        output = np.minimum(requests.output, context_limit - prompt)
+        requests = Requests(prompt, output, requests.arrival_s, requests.concurrency)
+    longest = int((requests.prompt + requests.output).max())
+    if longest > context_limit:
+        raise InvalidField(
+            where,
+            f"a request of {longest} tokens (prompt and output) exceeds the model's context of {context_limit}",
+        )
+    return requests
+
+
+def estimate_serving(
+    body: ServingRequest, model: tuple[ModelSpec, str], hardware: tuple[HardwareSpec, str, roofline.System]
+) -> dict[str, Any]:
+    """Simulate a serving request; the response as a plain dict with `ServingRead`'s fields."""
+    model_spec, model_name = model
+    _hw_spec, hw_name, system = hardware
+    core_model = transformer(model_spec, None)
+    requests = serving_requests(body, model_spec.max_context_tokens)
+    if body.mode is Mode.aggregated:
+        front = _engine(body, core_model, system, body.parallelism, body.engine, body.replicas, "body")
+        back = None
+    else:
+        assert body.prefill is not None and body.decode is not None
+        pre, dec = body.prefill, body.decode
+        front = _engine(body, core_model, system, pre.parallelism, pre.engine, pre.workers, "body.prefill")
+        back = _engine(body, core_model, system, dec.parallelism, dec.engine, dec.workers, "body.decode")
+    if body.load.concurrency is not None and body.load.concurrency > body.load.requests:
+        raise InvalidField("body.load.requests", f"at least the concurrency ({body.load.concurrency})")
+    try:
+        ready = roofline.serving.prepare(front, requests, back)
+    except ServingConfigError as err:
+        raise InvalidField(f"body.{err.field}", err.message) from None
+    obj = body.objectives
+    est = roofline.serving.estimate_serving(
+        front, requests, Objectives(obj.ttft_s, obj.tpot_s, obj.e2e_s), back, body.series, prepared=ready
+    )
+    return render_serving(body, model_name, hw_name, est, ready)
+
+
+def render_serving(
+    body: ServingRequest, model_name: str, hw_name: str, est: ServingEstimate, ready: roofline.serving.ServingRun
+) -> dict[str, Any]:
+    cost = None
+    if body.price_per_device_hour is not None and est.output_tokens_per_s > 0:
+        per_s = body.price_per_device_hour * ready.devices / SECONDS_PER_HOUR
+        cost = per_s / est.output_tokens_per_s * 1e6
+    doc = {
+        "model": model_name,
+        "hardware": hw_name,
+        "mode": str(body.mode),
+        "devices": ready.devices,
+        "requests": est.requests,
+        "duration_s": est.duration_s,
+        "requests_per_s": est.requests_per_s,
+        "output_tokens_per_s": est.output_tokens_per_s,
+        "output_tokens_per_s_per_device": est.output_tokens_per_s_per_device,
+        "output_tokens_per_s_per_user": est.output_tokens_per_s_per_user,
+        "ttft_s": asdict(est.ttft_s),
+        "tpot_s": asdict(est.tpot_s),
+        "e2e_s": asdict(est.e2e_s),
+        "queue_s": asdict(est.queue_s),
+        "mean_in_system": est.mean_in_system,
+        "mean_batch": est.mean_batch,
+        "mean_kv_cache_use": est.mean_kv_use,
+        "kv_cache_blocks": list(ready.kv_blocks),
+        "preemptions": est.preemptions,
+        "prefill_share": est.prefill_share,
+        "iterations": est.iterations,
+        "max_batched_tokens": est.max_batched_tokens,
+        "goodput_requests_per_s": est.goodput_requests_per_s,
+        "goodput_fraction": est.goodput_fraction,
+        "cost_per_million_output_tokens": cost,
+        "surface_error": ready.surface_error,
+        "assumptions": {
+            "method": "iteration-level simulation; iteration times from the inference core's surface, interpolated",
+            "timing": "kernel time as CUDA-graph replay unless cuda_graphs is false",
+            "kv_transfer_s_per_prompt_token": ready.transfer_s if ready.transfer_s is not None else 0.0,
+            "statistics": "over every simulated request, ramp-up and drain included",
+        },
+        "series": None,
+    }
+    if body.series:
+        doc["series"] = [
+            {"start_s": a, "duration_s": b, "decoding": c, "prefill_tokens": d, "kv_cache_use": e}
+            for a, b, c, d, e in est.series
+        ]
+    return doc

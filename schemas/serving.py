@@ -1,0 +1,250 @@
+"""Serving deployments under load: `POST /v1/estimate/serving`.
+
+A deployment is a model on devices of one hardware profile: aggregated (`replicas` engines each on `parallelism`)
+or disaggregated (`prefill` and `decode` worker pools, each with its own parallelism and count). Each engine runs a
+scheduler (`engine`: static, continuous in-flight batching, or chunked prefill) over a paged KV pool. The load is a
+closed loop at a concurrency, an open loop at an arrival rate, or a trace. Times are seconds; throughput counts
+output tokens over every device of the deployment.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, Field, model_validator
+
+from schemas import limits
+from schemas.common import InputModel, PositiveFloat
+from schemas.estimates import EstimateContext
+from schemas.inference import Degree, Dtypes, ModelRef, PlainPaths, Tokens
+
+
+class SchedulerKind(StrEnum):
+    static = "static"
+    continuous = "continuous"
+    chunked = "chunked"
+
+
+class KvPolicy(StrEnum):
+    reserve = "reserve"
+    on_demand = "on_demand"
+
+
+class Mode(StrEnum):
+    aggregated = "aggregated"
+    disaggregated = "disaggregated"
+
+
+class EngineOptions(InputModel):
+    """The engine's scheduler and KV cache, with the engines' own defaults."""
+
+    scheduler: SchedulerKind = Field(
+        default=SchedulerKind.chunked,
+        description="static: whole batches, nothing joins a running batch; continuous: in-flight batching, prompts "
+        "admitted whole (TensorRT-LLM without chunked context); chunked: decode first, prefill chunks fill the token "
+        "budget (vLLM V1's default, Sarathi-Serve).",
+    )
+    max_num_seqs: Annotated[int, Field(ge=1, le=limits.MAX_SERVING_SEQS)] = Field(
+        default=256, description="Sequences per iteration (vLLM --max-num-seqs; TensorRT-LLM max_batch_size)."
+    )
+    max_num_batched_tokens: Annotated[int, Field(ge=1, le=limits.MAX_TOKENS)] = Field(
+        default=8192,
+        description="Tokens per iteration (vLLM --max-num-batched-tokens; TensorRT-LLM max_num_tokens).",
+    )
+    memory_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=0.9,
+        description="Device memory the engine may use: weights, activations, the KV pool (vLLM "
+        "--gpu-memory-utilization).",
+    )
+    kv_block_tokens: Annotated[int, Field(ge=1, le=limits.MAX_KV_BLOCK_TOKENS)] = Field(
+        default=32, description="Tokens per KV block (TensorRT-LLM tokens_per_block 32; vLLM --block-size 16)."
+    )
+    kv_policy: KvPolicy = Field(
+        default=KvPolicy.reserve,
+        description="reserve: admit only when blocks for the prompt and the whole output are free, never preempt "
+        "(TensorRT-LLM GUARANTEED_NO_EVICT); on_demand: allocate as tokens come, preempt the newest request when "
+        "the pool runs out (vLLM, recompute).",
+    )
+    cuda_graphs: bool = Field(
+        default=True, description="false: each iteration takes at least its kernels' launches on the host."
+    )
+    iteration_overhead_s: Annotated[float, Field(ge=0, le=1)] = Field(
+        default=0.0, description="Host time per iteration not hidden behind the device (scheduling, sampling)."
+    )
+
+
+class ServingParallelism(InputModel):
+    tensor: Degree = Field(default=1, description="Tensor parallelism inside an engine.")
+    pipeline: Degree = Field(default=1, description="Pipeline stages; p micro-batches in flight.")
+    expert: Degree = Field(default=1, description="Expert parallelism over tensor × attention data-parallel.")
+    attention_data: Degree = Field(
+        default=1,
+        description="Attention data parallelism inside an engine (DeepSeek-style: attention replicated, experts "
+        "spread over the ranks); each rank schedules its own requests.",
+    )
+
+
+class WorkerPool(InputModel):
+    """A disaggregated pool: `workers` engines, each on `parallelism`."""
+
+    workers: Annotated[int, Field(ge=1, le=limits.MAX_DEGREE)] = 1
+    parallelism: ServingParallelism = Field(default_factory=ServingParallelism)
+    engine: EngineOptions = Field(default_factory=EngineOptions)
+
+
+class LengthKind(StrEnum):
+    fixed = "fixed"
+    uniform = "uniform"
+    normal = "normal"
+    lognormal = "lognormal"
+    empirical = "empirical"
+
+
+class Lengths(InputModel):
+    """Token counts of requests: fixed (`value`), uniform in [`low`, `high`], normal or log-normal with the lengths'
+    own `mean` and `std`, or drawn from `values` (empirical). Rounded, at least 1."""
+
+    kind: LengthKind = LengthKind.fixed
+    value: Tokens | None = None
+    low: Tokens | None = None
+    high: Tokens | None = None
+    mean: Annotated[float, Field(gt=0, le=limits.MAX_TOKENS)] | None = None
+    std: Annotated[float, Field(ge=0, le=limits.MAX_TOKENS)] | None = None
+    values: list[Tokens] | None = Field(default=None, min_length=1, max_length=limits.MAX_SERVING_REQUESTS)
+
+    @model_validator(mode="after")
+    def _parameters(self) -> Lengths:
+        need = {
+            LengthKind.fixed: ("value",),
+            LengthKind.uniform: ("low", "high"),
+            LengthKind.normal: ("mean", "std"),
+            LengthKind.lognormal: ("mean", "std"),
+            LengthKind.empirical: ("values",),
+        }[self.kind]
+        missing = [name for name in need if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"kind {self.kind.value} needs {' and '.join(missing)}")
+        if self.kind is LengthKind.uniform and self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError("low must not exceed high")
+        return self
+
+
+class ArrivalProcess(StrEnum):
+    poisson = "poisson"
+    gamma = "gamma"
+
+
+class TraceRequest(InputModel):
+    arrival_s: Annotated[float, Field(ge=0, le=limits.MAX_SECONDS)]
+    prompt_tokens: Tokens
+    output_tokens: Tokens
+
+
+class Load(InputModel):
+    """Exactly one of: `concurrency` (a closed loop: that many clients, each sending its next request when the last
+    ends, as aiperf and trtllm-bench run), `rate_per_s` (an open loop, Poisson or gamma arrivals), `trace`."""
+
+    concurrency: Annotated[int, Field(ge=1, le=limits.MAX_SERVING_REQUESTS)] | None = None
+    rate_per_s: Annotated[float, Field(gt=0, le=1e6)] | None = None
+    arrival: ArrivalProcess = ArrivalProcess.poisson
+    arrival_cv: Annotated[float, Field(gt=0, le=100)] = Field(
+        default=1.0, description="Gamma arrivals: coefficient of variation of the gaps (1 is Poisson)."
+    )
+    trace: list[TraceRequest] | None = Field(default=None, min_length=1, max_length=limits.MAX_SERVING_REQUESTS)
+    requests: Annotated[int, Field(ge=1, le=limits.MAX_SERVING_REQUESTS)] = Field(
+        default=1000, description="Requests simulated (closed and open loops)."
+    )
+    prompt_tokens: Lengths | None = None
+    output_tokens: Lengths | None = None
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+
+    @model_validator(mode="after")
+    def _one_load(self) -> Load:
+        given = [n for n in ("concurrency", "rate_per_s", "trace") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("exactly one of concurrency, rate_per_s and trace")
+        if self.trace is None and (self.prompt_tokens is None or self.output_tokens is None):
+            raise ValueError("prompt_tokens and output_tokens are needed unless a trace gives them")
+        return self
+
+
+class Objectives(InputModel):
+    """Per-request latency objectives for goodput (seconds)."""
+
+    ttft_s: PositiveFloat | None = None
+    tpot_s: PositiveFloat | None = None
+    e2e_s: PositiveFloat | None = None
+
+
+class ServingRequest(EstimateContext, PlainPaths):
+    model: ModelRef
+    mode: Mode = Mode.aggregated
+    replicas: Annotated[int, Field(ge=1, le=limits.MAX_DEGREE)] = Field(
+        default=1, description="Aggregated: engines, each on `parallelism`'s devices."
+    )
+    parallelism: ServingParallelism = Field(default_factory=ServingParallelism)
+    engine: EngineOptions = Field(default_factory=EngineOptions)
+    prefill: WorkerPool | None = Field(default=None, description="Disaggregated: the prefill workers.")
+    decode: WorkerPool | None = Field(default=None, description="Disaggregated: the decode workers.")
+    dtypes: Dtypes = Field(default_factory=Dtypes)
+    load: Load
+    objectives: Objectives = Field(default_factory=Objectives)
+    series: bool = Field(default=False, description="Return the iterations over time (thinned to 2 000 points).")
+    price_per_device_hour: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _pools(self) -> ServingRequest:
+        if (self.mode is Mode.disaggregated) != (self.prefill is not None and self.decode is not None):
+            raise ValueError("prefill and decode pools are given with mode disaggregated, and only then")
+        return self
+
+
+class Stats(BaseModel):
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+
+class SeriesPoint(BaseModel):
+    start_s: float
+    duration_s: float
+    decoding: int
+    prefill_tokens: int
+    kv_cache_use: float
+
+
+class ServingRead(BaseModel):
+    model: str
+    hardware: str
+    mode: Mode
+    devices: int
+    requests: int
+    duration_s: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_device: float
+    output_tokens_per_s_per_user: float = Field(description="Mean over requests of 1 / their time per output token.")
+    ttft_s: Stats = Field(description="Time to first token: arrival to the end of the prompt's last chunk.")
+    tpot_s: Stats = Field(description="Time per output token after the first, per request.")
+    e2e_s: Stats
+    queue_s: Stats = Field(description="Arrival to admission (the first chunk scheduled).")
+    mean_in_system: float = Field(description="Requests between arrival and end, time-averaged (Little's L).")
+    mean_batch: float = Field(description="Sequences per iteration, time-averaged.")
+    mean_kv_cache_use: float = Field(description="Fraction of the KV pool in use, time-averaged.")
+    kv_cache_blocks: list[int] = Field(
+        description="Blocks per engine (aggregated: one; disaggregated: prefill, decode)."
+    )
+    preemptions: int
+    prefill_share: float = Field(description="Prefill tokens' share of iteration time.")
+    iterations: int
+    max_batched_tokens: int
+    goodput_requests_per_s: float
+    goodput_fraction: float
+    cost_per_million_output_tokens: float | None = None
+    surface_error: float = Field(
+        description="Largest relative error of the iteration-time interpolant against the core at off-grid points."
+    )
+    assumptions: dict[str, str | float | int | bool]
+    series: list[SeriesPoint] | None = None

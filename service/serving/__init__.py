@@ -1,0 +1,1 @@
+"""Serving deployments under load: `POST /v1/estimate/serving`."""

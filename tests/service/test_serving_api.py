@@ -1,0 +1,112 @@
+"""POST /v1/estimate/serving over HTTP, on SQLite and PostgreSQL: the examples answer, throughput and latency are
+consistent with each other (Little's law, tokens over time), and bad input is a 422 naming the field."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from schemas.serving import ServingRead
+from service.examples import SERVING_EXAMPLES
+
+PATH = "/v1/estimate/serving"
+BASE: dict[str, Any] = {
+    "model": "llama-3-8b",
+    "hardware": "h100-sxm",
+    "load": {
+        "concurrency": 16, "requests": 400,
+        "prompt_tokens": {"kind": "fixed", "value": 1024}, "output_tokens": {"kind": "fixed", "value": 128},
+    },
+}  # fmt: skip
+
+
+def rejected(response: Any) -> list[str]:
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert set(body) == {"error", "message", "detail"}
+    return [d["field"] for d in body["detail"]]
+
+
+def with_(path: str, value: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(BASE)
+    *parents, leaf = path.split(".")
+    node = doc
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    return doc
+
+
+@pytest.mark.parametrize("name", list(SERVING_EXAMPLES))
+def test_every_example_answers_a_serving_read(client: TestClient, name: str) -> None:
+    response = client.post(PATH, json=SERVING_EXAMPLES[name]["value"])
+    assert response.status_code == 200, response.text
+    doc = ServingRead.model_validate(response.json())
+    assert doc.requests == SERVING_EXAMPLES[name]["value"]["load"]["requests"]
+    assert 0 < doc.ttft_s.p50 <= doc.ttft_s.p90 <= doc.ttft_s.p99
+    assert doc.surface_error < 0.15
+
+
+def test_throughput_and_latency_agree(client: TestClient) -> None:
+    doc = client.post(PATH, json=BASE).json()
+    # 400 requests of 128 output tokens over the run's duration.
+    assert doc["output_tokens_per_s"] == pytest.approx(400 * 128 / doc["duration_s"])
+    assert doc["output_tokens_per_s_per_device"] == doc["output_tokens_per_s"]  # one device
+    # Little: 16 clients in the system but for the drain at the end.
+    assert doc["requests_per_s"] * doc["e2e_s"]["mean"] == pytest.approx(doc["mean_in_system"])
+    assert 14.5 <= doc["mean_in_system"] <= 16
+    # Time per output token × 127 + time to first token = end-to-end latency, per request and so on average.
+    assert doc["ttft_s"]["mean"] + 127 * doc["tpot_s"]["mean"] == pytest.approx(doc["e2e_s"]["mean"], rel=1e-9)
+
+
+def test_the_series_follows_the_iterations(client: TestClient) -> None:
+    doc = client.post(PATH, json=with_("series", True)).json()
+    points = doc["series"]
+    assert points and all(p["decoding"] <= 16 for p in points)
+    assert points[0]["start_s"] == 0.0 and points[0]["prefill_tokens"] > 0
+
+
+def test_the_same_seed_gives_the_same_answer(client: TestClient) -> None:
+    body = with_("load", {"rate_per_s": 5, "requests": 200, "seed": 9,
+                          "prompt_tokens": {"kind": "lognormal", "mean": 800, "std": 300},
+                          "output_tokens": {"kind": "uniform", "low": 50, "high": 150}})  # fmt: skip
+    assert client.post(PATH, json=body).json() == client.post(PATH, json=body).json()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (with_("load.concurrency", 0), "body.load.concurrency"),
+        (with_("load.rate_per_s", 3), "body.load"),
+        (with_("load.prompt_tokens", {"kind": "fixed", "value": 9000}), "body.load.prompt_tokens"),
+        (with_("load.prompt_tokens", {"kind": "uniform", "low": 10}), "body.load.prompt_tokens"),
+        (with_("load.requests", 4), "body.load.requests"),
+        (with_("engine.memory_fraction", 0.2), "body.engine.memory_fraction"),
+        (with_("engine.scheduler", "fifo"), "body.engine.scheduler"),
+        (with_("parallelism.tensor", 3), "body.parallelism.tensor"),
+        (with_("mode", "disaggregated"), "body"),
+    ],
+)
+def test_bad_input_names_the_field(client: TestClient, body: dict[str, Any], field: str) -> None:
+    assert field in rejected(client.post(PATH, json=body))
+
+
+def test_a_trace_going_backwards_is_refused(client: TestClient) -> None:
+    trace = [
+        {"arrival_s": 0.0, "prompt_tokens": 100, "output_tokens": 10},
+        {"arrival_s": 2.0, "prompt_tokens": 100, "output_tokens": 10},
+        {"arrival_s": 1.0, "prompt_tokens": 100, "output_tokens": 10},
+    ]
+    body = {**BASE, "load": {"trace": trace}}
+    assert rejected(client.post(PATH, json=body)) == ["body.load.trace.2.arrival_s"]
+
+
+def test_a_trace_runs_in_order(client: TestClient) -> None:
+    trace = [{"arrival_s": float(i), "prompt_tokens": 100, "output_tokens": 10} for i in range(5)]
+    doc = client.post(PATH, json={**BASE, "load": {"trace": trace}}).json()
+    # One request per second, each done in well under a second: nobody waits.
+    assert doc["requests"] == 5 and doc["queue_s"]["p99"] == 0.0
+    assert doc["duration_s"] == pytest.approx(4.0 + doc["e2e_s"]["mean"], rel=1e-6)
