@@ -94,7 +94,7 @@ def _pool(spec: EngineSpec, requests: Requests, field: str, decode_only: bool = 
     need = -(-longest // sched.block_size)
     if per_engine < need:
         raise ServingConfigError(
-            f"{field}.kv_cache",
+            f"{field}.memory_fraction",
             f"the KV pool holds {per_engine * sched.block_size} tokens per engine, not one request of {longest}: "
             "more devices, a narrower KV dtype or a larger memory fraction",
         )
@@ -102,7 +102,7 @@ def _pool(spec: EngineSpec, requests: Requests, field: str, decode_only: bool = 
         widest = int(requests.prompt.max())
         if sched.kind == "continuous" and widest > sched.max_num_batched_tokens:
             raise ServingConfigError(
-                f"{field}.scheduler.max_num_batched_tokens",
+                f"{field}.max_num_batched_tokens",
                 f"{sched.max_num_batched_tokens} is below the longest prompt ({widest}); without chunked prefill a "
                 "prompt runs whole",
             )
@@ -112,7 +112,8 @@ def _pool(spec: EngineSpec, requests: Requests, field: str, decode_only: bool = 
     surface = build_surface(spec.run, max(tokens, 1), sched.max_num_seqs, longest)
     scheduler = replace(sched, kv_blocks=per_engine)
     hw = spec.run.system.hardware
-    return Pool(surface, scheduler, spec.replicas * p, hw.launch_s), per_engine, surface.error
+    engines = spec.replicas * p * spec.run.parallelism.data  # attention data-parallel ranks schedule on their own
+    return Pool(surface, scheduler, engines, hw.launch_s), per_engine, surface.error
 
 
 def prepare(front: EngineSpec, requests: Requests, back: EngineSpec | None = None,
@@ -122,10 +123,10 @@ def prepare(front: EngineSpec, requests: Requests, back: EngineSpec | None = Non
         raise ServingConfigError("scheduler.kind", f"one of {', '.join(SCHEDULERS)}")
     if front.scheduler.kv_policy not in KV_POLICIES:
         raise ServingConfigError("scheduler.kv_policy", f"one of {', '.join(KV_POLICIES)}")
-    pool, blocks, error = _pool(front, requests, "prefill" if back else "engine")
+    pool, blocks, error = _pool(front, requests, "prefill.engine" if back else "engine")
     if back is None:
         return ServingRun(pool, None, None, front.devices, (blocks,), error)
-    back_pool, back_blocks, back_error = _pool(back, requests, "decode", decode_only=True)
+    back_pool, back_blocks, back_error = _pool(back, requests, "decode.engine", decode_only=True)
     per_token = 0.0 if transfer_free else _transfer_per_token(front, back, requests)
     return ServingRun(pool, back_pool, per_token, front.devices + back.devices, (blocks, back_blocks),
                       max(error, back_error))  # fmt: skip
@@ -145,7 +146,16 @@ def _transfer_per_token(front: EngineSpec, back: EngineSpec, requests: Requests)
     topology = run.system.topology
     if topology is None:
         raise ServingConfigError("hardware", f"{run.system.hardware.name} has no fabric to move the KV cache over")
-    seconds = float(collective("send_recv", whole / links, topology(span)).time_s)
+    fabric = None
+    for devices in range(span, 2 * span + 72):  # the smallest whole set of nodes holding both workers
+        try:
+            fabric = topology(devices)
+            break
+        except ValueError:
+            continue
+    if fabric is None:
+        raise ServingConfigError("decode.parallelism", f"no fabric joins {span} devices of the two workers")
+    seconds = float(collective("send_recv", whole / links, fabric).time_s)
     return seconds / mean_prompt
 
 

@@ -143,10 +143,10 @@ def test_goodput_counts_requests_meeting_every_objective() -> None:
 def test_a_pool_that_cannot_hold_one_request_is_refused() -> None:
     with pytest.raises(ServingConfigError) as err:
         roofline.serving.prepare(spec(kv_blocks=10), closed([4096], [4096], 1))
-    assert err.value.field == "engine.kv_cache"
+    assert err.value.field == "engine.memory_fraction"
 
 
 def test_a_prompt_longer_than_the_budget_needs_chunking() -> None:
     with pytest.raises(ServingConfigError) as err:
         roofline.serving.prepare(spec("continuous", max_num_batched_tokens=1024), closed([2048], [8], 1))
-    assert err.value.field == "engine.scheduler.max_num_batched_tokens"
+    assert err.value.field == "engine.max_num_batched_tokens"

@@ -1,0 +1,287 @@
+"""Serving accuracy against measured deployments, shipped defaults, nothing calibrated.
+
+    python -m bench.validate_serving [--json] [--limit N] [--rows]
+
+- `validation/aiconfigurator-serving/silicon_sample.csv.gz`: B200 and GB200 deployments (TensorRT-LLM, SGLang,
+  vLLM; aggregated and disaggregated) at a closed-loop concurrency, measured mean time to first token and per output
+  token. Each row is simulated as a closed loop of that concurrency on the row's layout (tensor × attention
+  data-parallel ranks × pipeline, expert parallelism; disaggregated: its prefill and decode pools) with the backend's
+  own scheduler defaults (`ENGINES`). Rows whose model or device the catalogue cannot express are counted and
+  listed, not dropped silently.
+- `validation/trtllm-perf-overview/max_throughput.csv`: `trtllm-bench throughput` (every request queued at once)
+  on B200, GB200 and RTX Pro 6000: simulated as a closed loop whose concurrency is the whole request count.
+
+Beside each figure, the static model's error on the same rows (`/v1/estimate/inference`: the batch prefilled
+together, its mean decode step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import json
+import re
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import adapters
+import roofline
+from hardware_db import load_hardware, load_models
+from roofline.serving import EngineSpec, Requests, Scheduler
+from schemas.estimates import EstimateContext
+from service.benchmarks.datasets import data_dir, open_text, resolve
+
+SILICON = "aiconfigurator-serving/silicon_sample.csv"
+OVERVIEW = "trtllm-perf-overview/max_throughput.csv"
+TARGETS = {"tpot": 0.15, "ttft": 0.25, "throughput": 0.15}
+
+# Hugging Face ids and perf-overview names → catalogue slugs.
+MODELS = {
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "llama-3.3-70b": "llama-3.1-70b",
+    "llama-3.1-405b": "llama-3.1-405b", "llama-3.1-8b": "llama-3.1-8b",
+    "Qwen/Qwen3-32B": "qwen3-32b", "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+    "qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3", "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
+    "llama-4-scout": "llama-4-scout", "llama-4-maverick": "llama-4-maverick",
+}  # fmt: skip
+DEVICES = {"b200_sxm": "b200", "b200": "b200", "gb200": "gb200", "rtx-pro-6000": "rtx-pro-6000-server"}
+
+# Each backend's scheduler defaults, from its own sources:
+# - TensorRT-LLM (PyTorch backend, `llmapi/llm_args.py`): max_num_tokens 8192, max_batch_size 2048, KV
+#   `free_gpu_memory_fraction` 0.9, tokens_per_block 32, capacity scheduler GUARANTEED_NO_EVICT (reserve). Its
+#   chunked prefill is off by default, but the measured deployments do not record their options and prompts of
+#   8 192 tokens beside running requests cannot enter a budget of 8 192 whole: chunked, as `enable_chunked_prefill`.
+# - vLLM V1 (`vllm/engine/arg_utils.py`): chunked prefill on, max_num_batched_tokens 8192 and max_num_seqs 1024 for
+#   the API server on large-memory GPUs, gpu_memory_utilization 0.9, block size 16, preemption by recompute.
+# - SGLang (`sglang/srt/server_args.py`): chunked_prefill_size 8192 on large GPUs, page size 1 (token-level pool),
+#   mem_fraction_static ~0.85-0.9 (0.9 used), retraction (preemption) when the pool runs out.
+ENGINES = {
+    "trtllm": Scheduler("chunked", 2048, 8192, 0, 32, "reserve"),
+    "vllm": Scheduler("chunked", 1024, 8192, 0, 16, "on_demand"),
+    "sglang": Scheduler("chunked", 4096, 8192, 0, 1, "on_demand"),
+}
+PRECISIONS = {
+    "fp8": roofline.Precision("fp8", "fp8", "fp8"),
+    "fp4": roofline.Precision("fp4", "fp4", "fp8"),
+    "bf16": roofline.Precision("bf16", "bf16", "bf16"),
+    "": roofline.Precision("bf16", "bf16", "bf16"),
+    "int4": roofline.Precision("int4", "bf16", "bf16"),
+}
+
+
+@functools.cache
+def _models() -> dict[str, roofline.Transformer]:
+    return {m.slug: adapters.transformer(m, None) for m in load_models()}
+
+
+@functools.cache
+def _systems() -> dict[str, roofline.System]:
+    out = {}
+    for spec in load_hardware():
+        out[spec.slug] = adapters.inference_system(spec, EstimateContext(hardware=spec.slug), None)
+    return out
+
+
+def _int(value: str, default: int = 1) -> int:
+    return int(value) if value not in ("", None) else default
+
+
+class Unexpressible(Exception):
+    pass
+
+
+def _engine(model: str, device: str, precision: str, backend: str, tp: int, adp: int, pp: int, ep: int,
+            workers: int) -> EngineSpec:  # fmt: skip
+    slug, dev = MODELS.get(model), DEVICES.get(device)
+    if slug is None or slug not in _models():
+        raise Unexpressible(f"model {model} not in the catalogue")
+    if dev is None or dev not in _systems():
+        raise Unexpressible(f"device {device} not in the catalogue")
+    if precision not in PRECISIONS:
+        raise Unexpressible(f"precision {precision}")
+    m = _models()[slug]
+    if m.moe is None:
+        ep = 1
+    par = roofline.Parallelism(tensor=tp, pipeline=pp, data=adp, expert=ep)
+    run = roofline.InferenceRun(m, _systems()[dev], roofline.Workload.uniform(1, 1, 1), par, PRECISIONS[precision])
+    try:
+        roofline.validate_inference(run)
+    except roofline.InferenceConfigError as err:
+        raise Unexpressible(f"layout: {err}") from None
+    return EngineSpec(run, ENGINES[backend], workers)
+
+
+def _simulate(front: EngineSpec, back: EngineSpec | None, isl: int, osl: int, concurrency: int, requests: int
+              ) -> roofline.serving.ServingEstimate:  # fmt: skip
+    sched = front.scheduler
+    if sched.kind == "continuous" and isl > sched.max_num_batched_tokens:
+        front = replace(front, scheduler=replace(sched, max_num_batched_tokens=isl))
+    req = Requests(np.full(requests, isl), np.full(requests, osl), None, concurrency)
+    try:
+        return roofline.serving.estimate_serving(front, req, back=back)
+    except roofline.serving.ServingConfigError as err:
+        raise Unexpressible(f"engine: {err}") from None
+
+
+def _static(front: EngineSpec, isl: int, osl: int, batch: int) -> tuple[float, float]:
+    """The static model: the batch prefilled together (time to first token), its mean decode step."""
+    run = replace(front.run, workload=roofline.Workload.uniform(max(1, batch), isl, osl))
+    est = roofline.estimate_inference(run)
+    return est.prefill.time_s, est.decode_mean_step_s or 0.0
+
+
+def silicon_rows(root: Path, limit: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    with open_text(resolve(root / SILICON)) as f:
+        table = list(csv.DictReader(f))
+    if limit:
+        table = table[:: max(1, len(table) // limit)]
+    rows, skipped = [], []
+    for row in table:
+        found = re.search(r"silicon_concurrency=(\d+)", row["silicon_data_source"])
+        c = int(found.group(1)) if found else _int(row["batch_size"], 0)  # agg rows: batch_size is the concurrency
+        if c < 1:
+            skipped.append({"id": row["id"], "model": row["model_path"], "why": "no concurrency recorded"})
+            continue
+        isl, osl = int(row["isl"]), int(row["osl"])
+        be, mode = row["backend"], row["mode"]
+        try:
+            if mode == "agg":
+                tp, adp, pp = _int(row["tp_size"]), _int(row["attention_dp_size"]), _int(row["pp_size"])
+                front = _engine(row["model_path"], row["system"], row["precision"], be, tp, adp, pp,
+                                _int(row["moe_ep_size"]), 1)  # fmt: skip
+                back = None
+            else:
+                front = _engine(row["model_path"], row["system"], row["precision"], be, _int(row["prefill_tp_size"]),
+                                _int(row["prefill_attention_dp_size"]), _int(row["prefill_pp_size"]),
+                                _int(row["prefill_moe_ep_size"]), _int(row["prefill_num_workers"]))  # fmt: skip
+                back = _engine(row["model_path"], row["system"], row["precision"], be, _int(row["decode_tp_size"]),
+                               _int(row["decode_attention_dp_size"]), _int(row["decode_pp_size"]),
+                               _int(row["decode_moe_ep_size"]), _int(row["decode_num_workers"]))  # fmt: skip
+            est = _simulate(front, back, isl, osl, c, max(4 * c, 64))
+            engines = front.replicas * front.run.parallelism.data
+            s_ttft, s_tpot = _static(back or front, isl, osl, -(-c // engines))
+        except Unexpressible as why:
+            skipped.append({"id": row["id"], "model": row["model_path"], "why": str(why)})
+            continue
+        ttft, tpot = float(row["silicon_ttft_ms"]) / 1e3, float(row["silicon_tpot_ms"]) / 1e3
+        rows.append({
+            "id": row["id"], "model": row["model_path"], "system": row["system"], "backend": be, "mode": mode,
+            "precision": row["precision"], "isl": isl, "osl": osl, "concurrency": c,
+            "ttft_s": ttft, "tpot_s": tpot, "pred_ttft_s": est.ttft_s.mean, "pred_tpot_s": est.tpot_s.mean,
+            "ttft_error": est.ttft_s.mean / ttft - 1.0, "tpot_error": est.tpot_s.mean / tpot - 1.0,
+            "static_ttft_error": s_ttft / ttft - 1.0, "static_tpot_error": s_tpot / tpot - 1.0,
+        })  # fmt: skip
+    return rows, skipped
+
+
+def overview_rows(root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    with open_text(resolve(root / OVERVIEW)) as f:
+        table = list(csv.DictReader(f))
+    rows, skipped = [], []
+    for row in table:
+        isl, osl = int(row["isl"]), int(row["osl"])
+        tp, pp = int(row["tensor"]), int(row["pipeline"])
+        n = 1000
+        try:
+            front = _engine(row["model"], row["gpu"], row["precision"], "trtllm", tp, 1, pp, tp, 1)
+            est = _simulate(front, None, isl, osl, n, n)
+            kv = front.run  # the static model at the largest batch that fits
+            batch = roofline.estimate_inference(replace(kv, workload=roofline.Workload.uniform(1, isl, osl)))
+            b = max(1, min(n, batch.max_batch_that_fits))
+            s_ttft, s_tpot = _static(front, isl, osl, b)
+            static_tps = b * osl / (s_ttft + s_tpot * (osl - 1))
+        except Unexpressible as why:
+            skipped.append({"id": f"{row['model']} {row['gpu']} tp{tp} pp{pp} {isl}/{osl}", "model": row["model"],
+                            "why": str(why)})  # fmt: skip
+            continue
+        measured = float(row["output_tokens_per_s"])
+        rows.append({
+            "model": row["model"], "gpu": row["gpu"], "tensor": tp, "pipeline": pp, "precision": row["precision"],
+            "isl": isl, "osl": osl, "measured": measured, "predicted": est.output_tokens_per_s,
+            "error": est.output_tokens_per_s / measured - 1.0, "static_error": static_tps / measured - 1.0,
+        })  # fmt: skip
+    return rows, skipped
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(abs(v) for v in values) if values else float("nan")
+
+
+def _bias(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summary(silicon: list[dict[str, Any]], overview: list[dict[str, Any]]) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in silicon:
+        groups[f"{r['mode']} {r['backend']}"].append(r)
+        groups["all"].append(r)
+    out: dict[str, Any] = {"silicon": {}, "overview": {}}
+    for name, rs in sorted(groups.items()):
+        out["silicon"][name] = {
+            "rows": len(rs),
+            "tpot": _median([r["tpot_error"] for r in rs]), "tpot_bias": _bias([r["tpot_error"] for r in rs]),
+            "ttft": _median([r["ttft_error"] for r in rs]), "ttft_bias": _bias([r["ttft_error"] for r in rs]),
+            "static_tpot": _median([r["static_tpot_error"] for r in rs]),
+            "static_ttft": _median([r["static_ttft_error"] for r in rs]),
+        }  # fmt: skip
+    by_gpu: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in overview:
+        by_gpu[r["gpu"]].append(r)
+        by_gpu["all"].append(r)
+    for name, rs in sorted(by_gpu.items()):
+        out["overview"][name] = {
+            "rows": len(rs), "throughput": _median([r["error"] for r in rs]),
+            "bias": _bias([r["error"] for r in rs]), "static": _median([r["static_error"] for r in rs]),
+        }  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rows", action="store_true", help="print every row")
+    ap.add_argument("--limit", type=int, default=None, help="an evenly spaced sample of the silicon rows")
+    args = ap.parse_args(argv)
+    root = data_dir(None)
+    silicon, skipped = silicon_rows(root, args.limit)
+    overview, skipped_o = overview_rows(root)
+    result = summary(silicon, overview)
+    result["skipped"] = {"silicon": len(skipped), "overview": len(skipped_o)}
+    why: dict[str, int] = defaultdict(int)
+    for s in skipped + skipped_o:
+        why[f"{s['model']}: {s['why']}"] += 1
+    result["skipped_reasons"] = dict(sorted(why.items()))
+    if args.json:
+        json.dump(result | ({"rows": silicon, "overview_rows": overview} if args.rows else {}), sys.stdout, indent=1)
+        return 0
+    print(f"{'silicon (closed loop)':28} {'rows':>5} {'TPOT':>7} {'bias':>7} {'TTFT':>7} {'bias':>7}   "
+          f"{'static TPOT':>11} {'static TTFT':>11}")  # fmt: skip
+    for name, s in result["silicon"].items():
+        print(f"{name:28} {s['rows']:5d} {s['tpot']:7.1%} {s['tpot_bias']:+7.1%} {s['ttft']:7.1%} "
+              f"{s['ttft_bias']:+7.1%}   {s['static_tpot']:11.1%} {s['static_ttft']:11.1%}")  # fmt: skip
+    print(f"targets: TPOT ≤ {TARGETS['tpot']:.0%}, TTFT ≤ {TARGETS['ttft']:.0%} median per mode and backend")
+    print(f"\n{'trtllm max throughput':28} {'rows':>5} {'error':>7} {'bias':>7}   {'static':>7}")
+    for name, s in result["overview"].items():
+        print(f"{name:28} {s['rows']:5d} {s['throughput']:7.1%} {s['bias']:+7.1%}   {s['static']:7.1%}")
+    print(f"\nnot expressible: {len(skipped)} silicon rows, {len(skipped_o)} overview rows")
+    for reason, count in result["skipped_reasons"].items():
+        print(f"  {count:5d}  {reason}")
+    if args.rows:
+        for r in silicon:
+            print(f"{r['id'][:60]:60} ttft {r['ttft_s']*1e3:8.1f} → {r['pred_ttft_s']*1e3:8.1f} ms  tpot "
+                  f"{r['tpot_s']*1e3:6.2f} → {r['pred_tpot_s']*1e3:6.2f} ms")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
