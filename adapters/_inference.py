@@ -36,6 +36,7 @@ def transformer(spec: ModelSpec, override: AttentionOverride | None, where: str 
         moe = roofline.Moe(
             experts=spec.moe.experts, top_k=spec.moe.top_k, expert_ffn=spec.moe.expert_ffn_size,
             shared_experts=spec.moe.shared_experts, dense_layers=min(spec.moe.dense_layers, spec.layers),
+            layer_step=spec.moe.layer_step,
         )  # fmt: skip
     model = roofline.Transformer(
         layers=spec.layers,

@@ -186,9 +186,9 @@ def render(base: dict[str, Any]) -> Iterator[str]:
     yield "## Op families"
     yield ""
     yield (
-        "The model's constants were chosen on the A100 tables; the B200 (Blackwell) and L40S (Ada) rows are "
-        "aiconfigurator's tables of those devices (TensorRT-LLM 1.3.0rc20, CUDA-graph replay, bf16), predicted from "
-        "their catalogue profiles with nothing fitted on them."
+        "The model's constants were chosen on the A100 tables; the B200 (Blackwell), RTX PRO 6000 Blackwell Server "
+        "Edition (GB202) and L40S (Ada) rows are aiconfigurator's tables of those devices (TensorRT-LLM 1.3.0rc20, "
+        "CUDA-graph replay, bf16), predicted from their catalogue profiles with nothing fitted on them."
     )
     yield ""
     yield "| source | family | device | points | median | p90 | bias | target (median / p90) | |"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
 
 from schemas import limits
 from schemas.common import InputModel, LongText, PositiveFloat, ShortText, Slug, Source, UtcDatetime
@@ -45,10 +46,17 @@ class Positional(StrEnum):
 class Moe(InputModel):
     experts: Heads = Field(description="Routed experts per MoE layer.")
     top_k: Heads = Field(description="Routed experts each token uses.")
-    shared_experts: int = Field(default=0, ge=0, le=64, description="Experts every token uses (DeepSeek).")
+    shared_experts: int = Field(default=0, ge=0, le=64, description="Experts every token uses (DeepSeek, Llama 4).")
     expert_ffn_size: Size = Field(description="FFN intermediate size of one expert.")
     dense_layers: int = Field(
         default=0, ge=0, le=100_000, description="Leading layers with a dense FFN (ffn_size) instead of experts."
+    )
+    layer_step: int = Field(
+        default=1,
+        ge=1,
+        le=limits.MAX_LAYERS,
+        description="Past dense_layers, every layer_step-th layer is a MoE layer and the others have a dense FFN "
+        "(ffn_size): 1 every layer, 2 every other one (Llama 4 Maverick's interleave_moe_layer_step).",
     )
 
     @model_validator(mode="after")
@@ -107,6 +115,18 @@ class ModelSpec(InputModel):
             raise ValueError("sliding_window_layers must be 'all' or 'alternate'")
         if (self.sliding_window_layers is None) != (self.sliding_window_tokens is None):
             raise ValueError("sliding_window_tokens and sliding_window_layers go together")
+        moe = self.moe
+        if (
+            moe is not None
+            and moe.dense_layers < self.layers
+            and self.layers // moe.layer_step <= moe.dense_layers // moe.layer_step
+        ):
+            # The layers past dense_layers hold no multiple of the step: named as the field at fault.
+            message = f"leaves no MoE layer among the model's {self.layers} layers (dense_layers {moe.dense_layers})"
+            detail = InitErrorDetails(
+                type="value_error", loc=("moe", "layer_step"), input=moe.layer_step, ctx={"error": ValueError(message)}
+            )
+            raise ValidationError.from_exception_data(type(self).__name__, [detail])
         return self
 
 

@@ -261,6 +261,18 @@ INFERENCE_EXAMPLES = {
             "dtypes": {"weights": "int8", "activations": "bf16", "kv_cache": "fp8"},
         },
     ),
+    "maverick-fp8": Example(
+        summary="Llama 4 Maverick (every other layer MoE: 128 experts, top-1) in fp8 on 8 H200s, experts spread over "
+        "all 8",
+        value={
+            "model": "llama-4-maverick",
+            "hardware": "h200-sxm",
+            "devices": 8,
+            "parallelism": {"tensor": 8, "expert": 8},
+            "workload": {"batch": 64, "prompt_tokens": 4096, "output_tokens": 1024},
+            "dtypes": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"},
+        },
+    ),
     "calibrated": Example(
         summary="Llama-3-8B on one A100 with the newest calibration of the profile (POST /v1/calibrations); ops it "
         "does not cover, or none stored, keep the physical model, and assumptions.calibration says which",

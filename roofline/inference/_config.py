@@ -32,13 +32,26 @@ class InferenceConfigError(ValueError):
 @dataclass(frozen=True)
 class Moe:
     """Mixture-of-experts FFN: `experts` routed experts of width `expert_ffn`, `top_k` per token, plus
-    `shared_experts` every token uses; the first `dense_layers` layers have a dense FFN instead."""
+    `shared_experts` (of the same width) every token uses. The first `dense_layers` layers have a dense FFN (the
+    model's `ffn`) instead (DeepSeek-V3's first_k_dense_replace), and past them every `layer_step`-th layer is a
+    MoE layer, the others dense (Llama 4's interleave_moe_layer_step: layer i, counted from 0, is MoE when
+    (i + 1) is a multiple of the step, as Hugging Face's and vLLM's Llama 4 place them)."""
 
     experts: int
     top_k: int
     expert_ffn: int
     shared_experts: int = 0
     dense_layers: int = 0
+    layer_step: int = 1
+
+    def is_moe_layer(self, index: IntArray) -> NDArray[np.bool_]:
+        """Which of the layers `index` (counted from 0) are MoE layers."""
+        out: NDArray[np.bool_] = (index >= self.dense_layers) & ((index + 1) % self.layer_step == 0)
+        return out
+
+    def moe_layers(self, layers: int) -> int:
+        """MoE layers among a model's `layers`: the multiples of `layer_step` in (dense_layers, layers]."""
+        return max(0, layers // self.layer_step - min(self.dense_layers, layers) // self.layer_step)
 
 
 @dataclass(frozen=True)
@@ -218,6 +231,8 @@ def validate_inference(run: InferenceRun) -> None:
         raise InferenceConfigError(
             "parallelism.micro_batches", f"{par.micro_batches} micro-batches for a batch of {wl.batch}"
         )
+    if m.moe is not None and m.moe.layer_step < 1:
+        raise InferenceConfigError("model.moe.layer_step", "must be at least 1")
     if m.moe is None and par.expert > 1:
         raise InferenceConfigError("parallelism.expert", "expert parallelism needs a mixture-of-experts model")
     if m.moe is not None and par.expert > 1:

@@ -71,7 +71,7 @@ class LayerOps:
 
         window = is_window_layer(m, np.arange(m.layers))
         self.n_local = float(window.sum())
-        self.n_moe = float(m.layers - m.moe.dense_layers) if m.moe is not None else 0.0
+        self.n_moe = float(m.moe.moe_layers(m.layers)) if m.moe is not None else 0.0
         self.n_dense = self.layers - self.n_moe
 
         self.a_seq, self.a_q, self.a_kv = attn

@@ -70,8 +70,8 @@ def parameter_count(m: Transformer) -> ParameterCount:
         active_ffn = ffn
     else:
         routed, shared, router = _moe_layer_params(m)
-        moe_layers = m.layers - m.moe.dense_layers
-        dense = m.moe.dense_layers * _ffn_params(m, m.ffn)
+        moe_layers = m.moe.moe_layers(m.layers)
+        dense = (m.layers - moe_layers) * _ffn_params(m, m.ffn)
         ffn = dense + moe_layers * (routed + shared + router)
         active_ffn = dense + moe_layers * (routed * m.moe.top_k / m.moe.experts + shared + router)
     total = embedding_ + attn + norms + ffn
@@ -130,13 +130,12 @@ def weights_per_device(m: Transformer, par: Parallelism, prec: Precision) -> flo
         moe_ffn = routed / expert_shard(m, par) * w + shared / t * w + router * tab
     else:
         moe_ffn = dense_ffn
-    dense_layers = m.moe.dense_layers if m.moe is not None else m.layers
     table = m.vocab * d / t * tab
     stages = _stages(m, par.pipeline)
     worst = 0.0
     for index, layers in enumerate(stages):
-        n_dense = float(np.sum(layers < dense_layers))
-        n_moe = float(layers.size) - n_dense
+        n_moe = float(np.sum(m.moe.is_moe_layer(layers))) if m.moe is not None else 0.0
+        n_dense = float(layers.size) - n_moe
         total = layers.size * layer_fixed + n_dense * dense_ffn + n_moe * moe_ffn
         if index == 0:
             total += table + m.position_table * d * tab
@@ -172,7 +171,9 @@ def activation_bytes_per_sequence(
     t = par.tensor
     h_dev, kvh_dev = m.heads / t, kv_heads_per_device(m, t)
     g = 2 if m.gated else 1
-    widths = [(h_dev + 2 * kvh_dev) * m.head_dim, g * m.ffn / t]
+    widths = [(h_dev + 2 * kvh_dev) * m.head_dim]
+    if m.moe is None or m.moe.moe_layers(m.layers) < m.layers:  # a dense FFN runs in some layer
+        widths.append(g * m.ffn / t)
     if m.mla is not None:
         widths.append(h_dev * (m.mla.nope_dim + max(m.mla.rope_dim, m.mla.v_dim)))
     if m.moe is not None:

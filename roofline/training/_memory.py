@@ -48,7 +48,7 @@ def stage_parameters(run: TrainingRun) -> tuple[float, float]:
     layer_norms = pc.norms * (2 * m.layers) / (2 * m.layers + 1)
     ffn = pc.ffn
     if m.moe is not None and par.expert > 1:
-        moe_layers = m.layers - m.moe.dense_layers
+        moe_layers = m.moe.moe_layers(m.layers)
         routed = moe_layers * (3.0 if m.gated else 2.0) * m.hidden * m.moe.expert_ffn * m.moe.experts
         ffn = ffn - routed + routed / par.expert
     layer = ((pc.attention + ffn) / par.tensor + layer_norms) / m.layers
@@ -77,7 +77,11 @@ def activation_bytes_per_layer(run: TrainingRun, micro_batch: float | None = Non
         return 2.0 * sbh  # Table 2's full recomputation: the layer's input only
     r = m.kv_heads * m.head_dim / h
     q = m.heads * m.head_dim / h
-    ffn = (m.moe.expert_ffn * m.moe.top_k if m.moe is not None else m.ffn) / h
+    ffn = float(m.ffn)
+    if m.moe is not None:  # averaged over the layers, dense and MoE
+        share = m.moe.moe_layers(m.layers) / m.layers
+        ffn = share * m.moe.expert_ffn * m.moe.top_k + (1.0 - share) * m.ffn
+    ffn /= h
     # Split by tensor parallelism: Q, K, V (QKᵀ and the attention over V), the projection's input, the FFN's
     # activation input and output; the GPT block's 24.
     split = 2.0 * q + 4.0 * r + 2.0 * q + (6.0 if m.gated else 4.0) * ffn

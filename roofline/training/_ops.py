@@ -9,7 +9,7 @@ incoming gradient and writes one gradient (`roofline.elementwise`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from roofline._hardware import Hardware
 from roofline._kernels import Kernel, arr, single
@@ -26,7 +26,8 @@ GATED_ACTIVATION = {"gelu": "geglu", "gelu_tanh": "geglu", "silu": "swiglu"}
 @dataclass(frozen=True)
 class OpCost:
     """One op of a layer (or of the head) on one device for one micro-batch: seconds and FLOPs forward and
-    backward; `kind` matmul, attention or memory; `count` how many of it a layer runs."""
+    backward; `kind` matmul, attention or memory; `share` the fraction of the layers that run it (a dense FFN or
+    the experts, in a model that has both kinds of layer)."""
 
     name: str
     kind: str
@@ -34,6 +35,7 @@ class OpCost:
     backward_s: float
     forward_flops: float
     backward_flops: float
+    share: float = 1.0
 
 
 def _time(kernels: list[Kernel], hw: Hardware, dtype: str) -> tuple[float, float]:
@@ -133,20 +135,26 @@ class LayerCosts:
         m, t, h = self.run.model, self.t, self.h
         g = 2.0 if m.gated else 1.0
         fn = GATED_ACTIVATION[m.activation] if m.gated else FUSED_ACTIVATION[m.activation]
-        widths: list[tuple[str, float, float, float]] = []  # name, width, rows, batch
-        if m.moe is None:
-            widths.append(("ffn", m.ffn / t, self.tokens, 1.0))
-        else:
+        moe_share = m.moe.moe_layers(m.layers) / m.layers if m.moe is not None else 0.0
+        widths: list[tuple[str, float, float, float, float]] = []  # name, width, rows, batch, share of layers
+        if moe_share < 1.0:
+            widths.append(("ffn", m.ffn / t, self.tokens, 1.0, 1.0 - moe_share))
+        if m.moe is not None and moe_share > 0.0:
             local = m.moe.experts / self.run.parallelism.expert
-            widths.append(("experts", m.moe.expert_ffn / t, self.tokens * m.moe.top_k / local, local))
+            widths.append(("experts", m.moe.expert_ffn / t, self.tokens * m.moe.top_k / local, local, moe_share))
             if m.moe.shared_experts:
-                widths.append(("shared_experts", m.moe.shared_experts * m.moe.expert_ffn / t, self.tokens, 1.0))
+                shared = m.moe.shared_experts * m.moe.expert_ffn / t
+                widths.append(("shared_experts", shared, self.tokens, 1.0, moe_share))
         ops = []
-        for name, f, rows, batch in widths:
-            ops.append(self.linear(f"{name}_up", g * f, h, rows, batch))
+        for name, f, rows, batch, share in widths:
             e = rows * batch * f
-            ops.append(self.memory(f"{name}_activation", activation(self.hw, arr(e), fn, self.act), g * e, 8.0))
-            ops.append(self.linear(f"{name}_down", h, f, rows, batch))
+            act = self.memory(f"{name}_activation", activation(self.hw, arr(e), fn, self.act), g * e, 8.0)
+            ups = (
+                self.linear(f"{name}_up", g * f, h, rows, batch),
+                act,
+                self.linear(f"{name}_down", h, f, rows, batch),
+            )
+            ops += [replace(op, share=share) for op in ups]
         return ops
 
     def head(self) -> list[OpCost]:

@@ -88,9 +88,10 @@ def estimate_training(run: TrainingRun) -> TrainingEstimate:
     # Selective recomputation re-runs the attention core (Korthikanti §5: QKᵀ, softmax, dropout, attention over V).
     recomputed = {"none": (), "selective": ATTENTION_CORE}.get(run.recompute)
     rows: list[OpRow] = []
-    for count, ops in ((n, layer), (1.0, head)):
+    for per_stage, ops in ((n, layer), (1.0, head)):
         for o in ops:
             rc = o.forward_s if ops is layer and (recomputed is None or o.name in recomputed) else 0.0
+            count = per_stage * o.share
             rows.append(OpRow(o.name, o.kind, count, mb * count * o.forward_s, mb * count * o.backward_s,
                               mb * count * rc, o))  # fmt: skip
     forward = sum(r.forward_s for r in rows)
@@ -117,7 +118,7 @@ def estimate_training(run: TrainingRun) -> TrainingEstimate:
         attn = sum(r.forward_s + r.backward_s + r.recompute_s for r in rows if r.kind == "attention")
         comms.add("context_parallel_send_recv", "send_recv", c, t, kv, layer_calls * 3.0 * (c - 1), attn)
     if m.moe is not None and par.expert > 1:
-        moe_layers = (m.layers - m.moe.dense_layers) / p
+        moe_layers = m.moe.moe_layers(m.layers) / p
         routed = costs.tokens * m.moe.top_k * costs.h * s_act
         comms.add("expert_all_to_all", "all_to_all", par.expert, t * c, routed, mb * moe_layers * (4.0 + 2.0 * again),
                   0.0)  # fmt: skip
@@ -159,7 +160,7 @@ def estimate_training(run: TrainingRun) -> TrainingEstimate:
     step = ideal + bubble + dp_exposed + opt_s
 
     replicas = float(t * c * d)
-    layer_fb = sum((o.forward_flops + o.backward_flops) for o in layer)
+    layer_fb = sum(o.share * (o.forward_flops + o.backward_flops) for o in layer)
     head_fb = sum((o.forward_flops + o.backward_flops) for o in head)
     model_flops = mb * replicas * (m.layers * layer_fb + head_fb)
     rc_flops = sum(r.cost.forward_flops * r.count for r in rows if r.recompute_s > 0) * p * mb * replicas

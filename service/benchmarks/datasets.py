@@ -114,8 +114,12 @@ def aiconfigurator(root: Path) -> list[Group]:
 
 
 # The newer generations' aiconfigurator tables (TensorRT-LLM 1.3.0rc20, CUDA-graph replay as on A100): folder →
-# catalogue profile. RTX Pro 6000 Server waits for its catalogue profile; GB200 has collectives only.
-AICONFIGURATOR_DEVICES = {"aiconfigurator-b200": "b200", "aiconfigurator-l40s": "l40s"}
+# catalogue profile. GB200 has collectives only (no GEMM or attention table), so it is not here.
+AICONFIGURATOR_DEVICES = {
+    "aiconfigurator-b200": "b200",
+    "aiconfigurator-l40s": "l40s",
+    "aiconfigurator-rtx-pro-6000": "rtx-pro-6000-server",
+}
 
 
 def aiconfigurator_generations(root: Path) -> list[Group]:

@@ -20,6 +20,7 @@ DEVICE_RULES: tuple[tuple[str, str], ...] = (
     (r"\bh100\b.*\bpcie\b", "h100-pcie"),
     (r"\bh100\b", "h100-sxm"),  # the SXM5 part is the one with HBM3 ("H100 80GB HBM3"); PCIe has HBM2e
     (r"\bh200\b", "h200-sxm"),
+    (r"\bgb200\b", "gb200"),  # NVML's "NVIDIA GB200": one Blackwell GPU of a Grace superchip
     (r"\bb200\b", "b200"),
     (r"\ba100\b.*\bpcie\b.*\b80\s?gb\b|\ba100\b.*\b80\s?gb\b.*\bpcie\b", "a100-pcie-80gb"),
     (r"\ba100\b.*\b40\s?gb\b", "a100-sxm-40gb"),  # A100-SXM4-40GB; the 40 GB PCIe card has no profile: nearest
@@ -27,6 +28,8 @@ DEVICE_RULES: tuple[tuple[str, str], ...] = (
     (r"\bl40s\b", "l40s"),
     (r"\bl4\b", "l4"),
     (r"\brtx 4090\b", "rtx-4090"),
+    # The Server Edition only: the Workstation Edition's memory and power differ (its profile's notes).
+    (r"\brtx pro 6000\b.*\bserver\b", "rtx-pro-6000-server"),
     (r"\bv100\b", "v100-sxm2-32gb"),
     (r"\bmi325x\b", "mi325x"),
     (r"\bmi300x\b", "mi300x"),

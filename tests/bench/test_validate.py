@@ -17,7 +17,7 @@ FAMILIES = {
 }
 A100 = "a100-sxm-80gb"
 # aiconfigurator's tables of newer generations, each on its catalogue profile (bf16 GEMMs and attention).
-GENERATIONS = {"b200", "l40s"}
+GENERATIONS = {"b200", "l40s", "rtx-pro-6000-server"}
 EXPECTED = {(s, f, A100) for s, families in FAMILIES.items() for f in families} | {
     ("aiconfigurator", f, device) for f in FAMILIES["aiconfigurator"] for device in GENERATIONS
 }
@@ -45,9 +45,12 @@ def test_missing_data_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_the_newer_generations_count_their_bf16_rows(fresh: dict[str, Any]) -> None:
-    # validation/aiconfigurator-{b200,l40s}/README.md: 30 000 GEMM rows, an equal share per dtype (4 on B200: bf16,
-    # fp8, fp8_block, nvfp4; 3 on L40S, which has no nvfp4); 6 000 decode rows with a bf16 KV cache of 12 000.
+    # validation/aiconfigurator-{b200,l40s,rtx-pro-6000}/README.md: 30 000 GEMM rows, an equal share per dtype (4 on
+    # B200 and the RTX PRO 6000: bf16, fp8, fp8_block, nvfp4; 3 on L40S, which has no nvfp4); 6 000 decode rows with
+    # a bf16 KV cache of 12 000.
     ops = fresh["ops"]
     assert ops["aiconfigurator/gemm/b200"]["count"] == 30_000 // 4
+    assert ops["aiconfigurator/gemm/rtx-pro-6000-server"]["count"] == 30_000 // 4
     assert ops["aiconfigurator/gemm/l40s"]["count"] == 30_000 // 3
     assert ops["aiconfigurator/attention-generation/b200"]["count"] == 12_000 // 2
+    assert ops["aiconfigurator/attention-generation/rtx-pro-6000-server"]["count"] == 12_000 // 2

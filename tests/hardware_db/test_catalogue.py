@@ -17,11 +17,13 @@ from schemas.models import ModelCreate
 HARDWARE_SLUGS = {
     "v100-sxm2-32gb", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h200-sxm",
     "b200", "l4", "l40s", "rtx-4090", "mi250x", "mi300x", "mi325x", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
-    "cpu-generic",
+    "cpu-generic", "gb200", "rtx-pro-6000-server",
 }  # fmt: skip
 MODEL_SLUGS = {
     "gpt2", "seed-calculator", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
     "llama-3.1-405b", "mistral-7b", "mixtral-8x7b", "qwen2.5-72b", "gemma-2-9b", "deepseek-v3", "gpt3-175b",
+    "llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", "deepseek-r1",
+    "llama-4-scout", "llama-4-maverick",
 }  # fmt: skip
 
 
@@ -60,6 +62,11 @@ def test_every_profile_cites_a_source_with_a_url_or_a_measurement(hardware: dict
         ("h100-pcie", "bf16", 756),
         ("h200-sxm", "bf16", 989),
         ("b200", "bf16", 2250),
+        ("gb200", "bf16", 2500),  # §1: GB200 per Blackwell GPU, dense
+        ("gb200", "fp4", 10000),
+        # Not in HARDWARE_SOURCES: the datasheet's FP4 4 PFLOPS with sparsity / 2, halved per wider type (its notes).
+        ("rtx-pro-6000-server", "fp4", 2000),
+        ("rtx-pro-6000-server", "bf16", 500),
         ("mi300x", "bf16", 1307.4),
         ("tpu-v5e", "bf16", 197),
         ("tpu-v5p", "bf16", 459),
@@ -81,6 +88,8 @@ def test_dense_matrix_peaks(hardware: dict[str, HardwareCreate], slug: str, dtyp
         ("h100-sxm", 3350, 132),
         ("h200-sxm", 4800, 132),
         ("l40s", 864, 142),
+        ("gb200", 8000, 148),  # §2: GB200 per GPU
+        ("rtx-pro-6000-server", 1600, 188),  # the Server Edition datasheet (profile notes; not in HARDWARE_SOURCES)
         ("rtx-4090", 1008, 128),
         ("mi300x", 5300, 304),
         ("mi325x", 6000, 304),
@@ -105,6 +114,23 @@ def test_h100_nvlink_is_450_gb_per_s_per_direction(hardware: dict[str, HardwareC
     assert link is not None
     assert link.bandwidth_per_direction_bytes_per_s == 450e9  # 900 GB/s bidirectional (§3)
     assert link.links == 18
+
+
+def test_gb200_is_one_72_gpu_nvlink_domain_and_the_rtx_pro_6000_has_pcie_only(
+    hardware: dict[str, HardwareCreate],
+) -> None:
+    gb200 = hardware["gb200"].interconnect
+    assert gb200.scale_up is not None and gb200.scale_out is not None
+    assert gb200.scale_up.domain_devices == 72  # §3: 72-GPU NVLink domain
+    assert gb200.scale_up.bandwidth_per_direction_bytes_per_s == 900e9  # §3: 900 uni / 1800 bidi
+    assert gb200.scale_out.bandwidth_per_direction_bytes_per_s == 3.6e12 / 72  # §3: 3.6 TB/s per 72-GPU rack
+    assert hardware["gb200"].memory.device.capacity_bytes == 186e9  # §2: 186 GB (MLE-A), ⚠ vs 192 (§8.4)
+    rtx = hardware["rtx-pro-6000-server"].interconnect
+    assert rtx.scale_up is None and rtx.scale_out is None  # validation README: PCIe, no NVLink
+    assert rtx.host is not None and rtx.host.bandwidth_per_direction_bytes_per_s == 63e9  # §3: Gen5 x16 ~63 uni
+    for slug in ("gb200", "rtx-pro-6000-server"):
+        assert source_for("memory.device.latency_s", hardware[slug].figure_sources) == "RL-ASSUME"
+        assert any("RL-ASSUME" in note for note in hardware[slug].notes)
 
 
 def test_tpu_torus_wraparound_rules(hardware: dict[str, HardwareCreate]) -> None:

@@ -45,6 +45,22 @@ DEEPSEEK_V3 = roofline.Transformer(
     mla=roofline.Mla(kv_lora_rank=512, rope_dim=64, nope_dim=128, v_dim=128, q_lora_rank=1536),
 )  # fmt: skip
 
+# hardware_db/models/llama-4-maverick.yaml: 48 layers, every other one (1, 3, …) MoE of 128 experts of 8192, top-1, one
+# shared expert; the other 24 a dense FFN of 16384.
+LLAMA_4_MAVERICK = roofline.Transformer(
+    layers=48, hidden=5120, heads=40, kv_heads=8, head_dim=128, ffn=16384, gated=True, activation="silu",
+    vocab=202048, tied_embeddings=False, rms_norm=True, rotary=True,
+    moe=roofline.Moe(experts=128, top_k=1, expert_ffn=8192, shared_experts=1, layer_step=2),
+)  # fmt: skip
+
+# hardware_db/models/gpt-oss-120b.yaml: 36 MoE layers of 128 experts of 2880, top-4, biases; a 128-token window in
+# alternate layers (the first windowed).
+GPT_OSS_120B = roofline.Transformer(
+    layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn=2880, gated=True, activation="silu",
+    vocab=201088, tied_embeddings=False, rms_norm=True, rotary=True, bias=True, window=128, window_layers=18,
+    moe=roofline.Moe(experts=128, top_k=4, expert_ffn=2880),
+)  # fmt: skip
+
 MODELS = {
     "seed-calculator": SEED_CALCULATOR,
     "llama-3-8b": LLAMA_3_8B,
@@ -52,4 +68,6 @@ MODELS = {
     "mixtral-8x7b": MIXTRAL_8X7B,
     "mistral-7b": MISTRAL_7B,
     "deepseek-v3": DEEPSEEK_V3,
+    "llama-4-maverick": LLAMA_4_MAVERICK,
+    "gpt-oss-120b": GPT_OSS_120B,
 }

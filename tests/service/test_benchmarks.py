@@ -332,6 +332,9 @@ def test_unknown_run_is_404(client: TestClient, keys: dict[str, str]) -> None:
         ("TPU v6 lite", "tpu-v6e"),
         ("AMD Instinct MI300X", "mi300x"),
         ("NVIDIA L4", "l4"),
+        ("NVIDIA GB200", "gb200"),
+        ("NVIDIA B200", "b200"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000-server"),  # aiconfigurator's device column
         ("cpu", "cpu-generic"),
         ("Intel(R) Xeon(R) CPU @ 2.20GHz", "cpu-generic"),
         ("h200-sxm", "h200-sxm"),

@@ -190,6 +190,26 @@ def test_bad_input_names_the_field(client: TestClient, change: dict[str, Any], f
     assert field in rejected(client.post("/v1/estimate/inference", json={**LLAMA_70B, **change}))
 
 
+def test_an_inline_moe_layer_step_past_the_layers_names_the_field(client: TestClient) -> None:
+    maverick = client.get("/v1/models/llama-4-maverick").json()
+    config = {k: v for k, v in maverick.items() if k not in ("builtin", "created_at", "updated_at")}
+    config["moe"]["layer_step"] = 49  # 48 layers
+    assert rejected(client.post("/v1/estimate/inference", json={**LLAMA_70B, "model": config})) == [
+        "body.model.moe.layer_step"
+    ]
+
+
+def test_an_interleaved_moe_model_runs_its_dense_and_moe_layers(client: TestClient) -> None:
+    body = {**LLAMA_70B, "model": "llama-4-maverick", "hardware": "h200-sxm", "devices": 8,
+            "parallelism": {"tensor": 8}, "dtypes": {"weights": "fp8"}}  # fmt: skip
+    response = client.post("/v1/estimate/inference", json=body)
+    assert response.status_code == 200, response.text
+    read = InferenceRead.model_validate(response.json())
+    calls = {row.op: row.calls_per_pass for row in read.breakdown.decode.ops}
+    assert calls["ffn_up"] == calls["experts_up"] == 24  # 48 layers, every other one MoE (layer_step 2)
+    assert read.parameters.total == 400_711_848_960  # hardware_db/models/llama-4-maverick.yaml's count
+
+
 def test_non_finite_numbers_are_rejected(client: TestClient) -> None:
     response = client.post(
         "/v1/estimate/inference",

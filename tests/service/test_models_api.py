@@ -54,6 +54,17 @@ def test_zero_layers_names_the_field(client: TestClient) -> None:
     assert [d["field"] for d in response.json()["detail"]] == ["body.layers"]
 
 
+def test_a_moe_layer_step_past_the_layers_names_the_field(client: TestClient) -> None:
+    doc = load_yaml(MODELS_DIR / "llama-4-maverick.yaml")
+    doc["slug"], doc["moe"]["layer_step"] = "my-maverick", 49  # 48 layers: no 49th to be a MoE layer
+    response = client.post("/v1/models", json=doc)
+    assert response.status_code == 422
+    assert [d["field"] for d in response.json()["detail"]] == ["body.moe.layer_step"]
+    doc["moe"]["layer_step"] = 0
+    response = client.post("/v1/models", json=doc)
+    assert [d["field"] for d in response.json()["detail"]] == ["body.moe.layer_step"]
+
+
 def test_builtin_model_is_read_only(client: TestClient) -> None:
     assert client.patch("/v1/models/gpt2", json={"layers": 13}).status_code == 403
     assert client.delete("/v1/models/gpt2").status_code == 403

@@ -201,3 +201,19 @@ def test_the_devices_must_be_the_parallelisms_product() -> None:
     with pytest.raises(roofline.TrainingConfigError, match="there are 16 devices") as err:
         roofline.validate_training(run(parallelism=roofline.TrainingParallelism(tensor=2, data=4)), devices=16)
     assert err.value.field == "parallelism"
+
+
+def test_a_model_of_dense_and_moe_layers_runs_each_ffn_in_its_share_of_the_layers() -> None:
+    # Llama 4 Maverick's interleave (every other layer MoE) on a 4-layer GPT-shaped model: 2 layers run a dense
+    # FFN of 4·h, 2 run 8 experts of h (top-2) and one shared expert of h. GEMM FLOPs per token forward: 2 per
+    # weight a token uses, 6 forward and backward (Kaplan et al. 2020 §2.1).
+    h, layers, vocab = 1024, 4, 32768
+    moe = roofline.Moe(experts=8, top_k=2, expert_ffn=h, shared_experts=1, layer_step=2)
+    model = replace(gpt(), moe=moe)
+    est = roofline.estimate_training(run(model))
+    by_name = {r.name: r for r in est.ops}
+    assert by_name["ffn_up"].count == by_name["experts_up"].count == by_name["shared_experts_up"].count == 2
+    assert by_name["qkv_projection"].count == layers
+    tokens = 8 * 2048
+    per_token = layers * 4 * h * h + 2 * (2 * 4 * h * h) + 2 * (3 * 2 * h * h) + vocab * h  # attention, dense, MoE
+    assert matmul_flops(est, False) == pytest.approx(6 * per_token * tokens, rel=1e-12)
