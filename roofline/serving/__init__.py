@@ -32,6 +32,7 @@ __all__ = [
     "EngineSpec",
     "IterationSurface",
     "Objectives",
+    "Pool",
     "Requests",
     "Scheduler",
     "ServingConfigError",
@@ -41,6 +42,7 @@ __all__ = [
     "estimate_serving",
     "kv_pool_blocks",
     "prepare",
+    "simulate",
 ]
 
 

@@ -11,9 +11,17 @@ import pytest
 
 import roofline
 from roofline.inference import InferenceRun, Parallelism, Workload, estimate_inference
-from roofline.serving import EngineSpec, Objectives, Requests, Scheduler, ServingConfigError, estimate_serving
+from roofline.serving import (
+    EngineSpec,
+    Objectives,
+    Pool,
+    Requests,
+    Scheduler,
+    ServingConfigError,
+    estimate_serving,
+    simulate,
+)
 from roofline.serving import requests as draw
-from roofline.serving._simulator import Pool, simulate
 from tests.roofline.models import LLAMA_3_8B
 from tests.roofline.profiles import system
 
