@@ -65,16 +65,15 @@ def estimate_training(run: roofline.TrainingRun, where: str = "body") -> rooflin
 
 
 def render_training(
-    body: TrainingRequest, est: roofline.TrainingEstimate, run: roofline.TrainingRun,
-    model_name: str, hardware: HardwareSpec, hardware_name: str,
+    est: roofline.TrainingEstimate, run: roofline.TrainingRun, model_name: str, hardware: HardwareSpec,
+    hardware_name: str, tokens: float | None, price: float | None,
 ) -> dict[str, Any]:  # fmt: skip
-    """A `TrainingRead` document (floats only: no numpy reaches the encoder)."""
+    """A `TrainingRead` document (floats only: no numpy reaches the encoder); with `tokens`, the time, device-hours,
+    cost (at `price` per device-hour) and energy of training on them."""
     _ = hardware
     mem = est.memory
     training = None
-    if body.train_tokens is not None:
-        tokens = body.train_tokens
-        price = body.price_per_device_hour
+    if tokens is not None:
         training = {
             "tokens": tokens, "time_s": est.time_to_train_s(tokens), "device_hours": est.device_hours(tokens),
             "cost": est.cost(tokens, price) if price is not None else None, "energy_j": est.energy_j(tokens),
