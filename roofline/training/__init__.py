@@ -32,7 +32,7 @@ from roofline.training._memory import (
 from roofline.training._ops import FLASH_BACKWARD, OpCost
 from roofline.training._plan import RANKINGS, PlanEntry, PlanSpace, TrainingPlan, plan_training
 from roofline.training._results import CommunicationRow, OpRow, TrainingEstimate
-from roofline.training._step import StepCache, estimate_training, group_topology
+from roofline.training._step import StepCache, estimate_training, group_topology, optimizer_passes
 
 __all__ = [
     "FLASH_BACKWARD",
@@ -56,6 +56,7 @@ __all__ = [
     "activation_bytes_per_layer",
     "estimate_training",
     "group_topology",
+    "optimizer_passes",
     "plan_training",
     "stage_parameters",
     "training_memory",

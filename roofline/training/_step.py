@@ -57,7 +57,7 @@ class StepCache:
         self.base: TrainingRun | None = None
         self.layers: dict[tuple[object, ...], tuple[list[OpCost], list[OpCost], float, float]] = {}
         self.collectives: dict[tuple[str, int, int, float], float] = {}
-        self.optimizer: dict[tuple[float, float], float] = {}
+        self.optimizer: dict[tuple[float, str], float] = {}
 
     def accepts(self, run: TrainingRun) -> bool:
         base = self.base = self.base or run
@@ -111,14 +111,38 @@ class _Comms:
         self.rows.append(CommunicationRow(name, op, n, bytes_, calls, total, max(0.0, total - hidden_under)))
 
 
-def _optimizer_s(run: TrainingRun, shard: float, words: float, cache: StepCache | None) -> float:
-    key = (shard, words)
+def optimizer_passes(run: TrainingRun) -> list[tuple[str, float, float, float]]:
+    """The optimizer step's memory-bound passes over each of this device's parameters: (name, fp32 words read,
+    words written, FLOPs per parameter), as Megatron-Core's mixed-precision optimizer runs them
+    (megatron/core/optimizer/optimizer.py, `Float16OptimizerWithFloat16Params.step`, v0.16.1): the compute-dtype
+    gradients cast to fp32 main gradients (`_copy_model_grads_to_main_grads`, :754); with fp16, the loss scale's
+    unscale and inf/NaN check in place (`_unscale_main_grads_and_check_for_nan`, :496; Micikevicius et al. 2018);
+    the gradients' L2 norm for clipping (`clip_grad` 1.0 by default, optimizer_config.py:331; the rescale runs only
+    when the norm exceeds it, clip_grads.py:173, so it is not counted); the optimizer's update (AdamW reads the
+    master weight, m, v and the gradient and writes the first three; SGD the master weight and momentum); and the
+    fp32 master weights copied to the compute-dtype weights (`_copy_main_params_to_model_params`, :774)."""
+    master, grad = dtype_bytes(run.precision.master) / 4.0, dtype_bytes(run.precision.compute) / 4.0
+    copies = STATE_COPIES[run.optimizer]
+    passes = [("cast_gradients", grad, 1.0, 1.0)]
+    if run.precision.compute == "fp16":
+        passes.append(("unscale_gradients", 1.0, 1.0, 2.0))
+    passes += [
+        ("gradient_norm", 1.0, 0.0, 2.0),
+        ("update", master + (copies - 1) + 1.0, master + (copies - 1), 10.0),
+        ("copy_weights", master, grad, 1.0),
+    ]
+    return passes
+
+
+def _optimizer_s(run: TrainingRun, shard: float, cache: StepCache | None) -> float:
+    key = (shard, run.optimizer)
     known = cache.optimizer if cache is not None and cache.accepts(run) else {}
     if key not in known:
         hw = run.system.hardware
-        known[key] = _time(elementwise(hw, arr(shard), words, words, flops_per_element=10.0, dtype="fp32"), hw, "fp32")[
-            0
-        ]
+        known[key] = sum(
+            _time(elementwise(hw, arr(shard), ins, outs, flops_per_element=f, dtype="fp32"), hw, "fp32")[0]
+            for _, ins, outs, f in optimizer_passes(run)
+        )
     return known[key]
 
 
@@ -198,12 +222,9 @@ def estimate_training(run: TrainingRun, cache: StepCache | None = None) -> Train
         comms.add("fsdp_replica_all_reduce", "all_reduce", d // group, t * c * group, grads / group, 1.0, dp_overlap)
     dp_exposed = sum(r.exposed_s for r in comms.rows[step_rows_from:])
 
-    # The optimizer: one memory-bound pass over this device's parameters and states (reads master weights, states
-    # and gradients; writes master weights, states and the compute-dtype weights).
+    # The optimizer: memory-bound passes over this device's share of the parameters (`optimizer_passes`).
     shard = params / (group if sh.stage >= 1 else 1)
-    per_param = STATE_COPIES[run.optimizer] * dtype_bytes(run.precision.master) + s_act
-    words = per_param / 4.0  # in fp32 elements
-    opt_s = _optimizer_s(run, shard, words, cache)
+    opt_s = _optimizer_s(run, shard, cache)
 
     ideal = mb * (compute_mb + per_mb_exposed)
     bubble = ideal * (p - 1) / (v * mb)

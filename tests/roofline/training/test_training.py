@@ -201,3 +201,18 @@ def test_the_devices_must_be_the_parallelisms_product() -> None:
     with pytest.raises(roofline.TrainingConfigError, match="there are 16 devices") as err:
         roofline.validate_training(run(parallelism=roofline.TrainingParallelism(tensor=2, data=4)), devices=16)
     assert err.value.field == "parallelism"
+
+
+@pytest.mark.parametrize(("compute", "bytes_per_parameter"), [("bf16", 44.0), ("fp16", 52.0)])
+def test_the_optimizer_step_moves_megatron_cores_bytes_per_parameter(compute: str, bytes_per_parameter: float) -> None:
+    # Megatron-Core's Float16OptimizerWithFloat16Params.step (megatron/core/optimizer/optimizer.py, v0.16.1), per
+    # parameter: cast the 2-byte gradient to fp32 (read 2, write 4), fp16 only: unscale in place (read 4, write 4),
+    # L2 norm for clipping (read 4), AdamW (read master, m, v, gradient: 16; write master, m, v: 12), copy the
+    # master to the 2-byte weights (read 4, write 2): 6 + 4 + 28 + 6 = 44 bytes, 52 with fp16's unscale.
+    r = run(precision=roofline.TrainingPrecision(compute=compute))
+    passes = roofline.training.optimizer_passes(r)
+    assert sum(4.0 * (ins + outs) for _, ins, outs, _ in passes) == bytes_per_parameter
+    # Memory-bound: the step takes at least those bytes over the device's bandwidth at its memory efficiency.
+    params, _ = roofline.training.stage_parameters(r)
+    est = roofline.estimate_training(r)
+    assert est.optimizer_s >= params * bytes_per_parameter / (H100.memory_bytes_per_s * H100.eff_memory)
