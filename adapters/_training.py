@@ -47,7 +47,7 @@ def training_run(
         recompute=body.recompute.value,
         optimizer=body.optimizer.value,
         overlap=roofline.Overlap(body.overlap.data_parallel, body.overlap.fsdp_prefetch, body.overlap.tensor_parallel),
-        attention=body.attention.value,
+        attention=body.attention.value, gradient_buckets=body.gradient_buckets,
     )  # fmt: skip
     try:
         roofline.validate_training(core, body.devices)
@@ -98,7 +98,8 @@ def render_training(
         "memory": {
             "weights_bytes": mem.weights_bytes, "gradients_bytes": mem.gradients_bytes,
             "optimizer_bytes": mem.optimizer_bytes, "activations_bytes": mem.activations_bytes,
-            "buffers_bytes": mem.buffers_bytes, "total_bytes": mem.total_bytes, "capacity_bytes": mem.capacity_bytes,
+            "buffers_bytes": mem.buffers_bytes, "gradient_bucket_bytes": mem.gradient_bucket_bytes,
+            "gathered_bytes": mem.gathered_bytes, "total_bytes": mem.total_bytes, "capacity_bytes": mem.capacity_bytes,
             "fits": mem.fits, "max_micro_batch": est.max_micro_batch,
         },
         "training": training,

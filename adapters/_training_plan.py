@@ -32,7 +32,7 @@ def plan_training(body: TrainingPlanRequest, model: ModelSpec, system: roofline.
         precision=roofline.TrainingPrecision(compute=body.dtypes.compute, matmul=body.dtypes.matmul),
         optimizer=body.optimizer.value,
         overlap=roofline.Overlap(body.overlap.data_parallel, body.overlap.fsdp_prefetch, body.overlap.tensor_parallel),
-        attention=body.attention.value,
+        attention=body.attention.value, gradient_buckets=body.gradient_buckets,
     )  # fmt: skip
     plan = roofline.plan_training(base, body.device_counts(), plan_space(body), body.max_results, body.rank_by.value)
     if plan.invalid == plan.searched:

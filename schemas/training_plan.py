@@ -20,6 +20,8 @@ from schemas.common import PositiveFloat
 from schemas.estimates import EstimateContext
 from schemas.inference import Degree, ModelRef, PlainPaths, Tokens
 from schemas.training import (
+    GRADIENT_BUCKETS,
+    GradientBuckets,
     Optimizer,
     OverlapSpec,
     Recompute,
@@ -132,6 +134,7 @@ class TrainingPlanRequest(EstimateContext, PlainPaths):
     optimizer: Optimizer = Field(default=Optimizer.adamw)
     overlap: OverlapSpec = Field(default_factory=OverlapSpec)
     attention: TrainingAttention = Field(default=TrainingAttention.flash, description="FlashAttention-2 or unfused.")
+    gradient_buckets: GradientBuckets = Field(default="views", description=GRADIENT_BUCKETS)
     search: TrainingSearch = Field(default_factory=TrainingSearch)
     rank_by: RankBy = Field(
         default=RankBy.time,

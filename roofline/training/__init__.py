@@ -26,6 +26,7 @@ from roofline.training._memory import (
     TrainingMemory,
     activation_bytes,
     activation_bytes_per_layer,
+    communication_buffers,
     stage_parameters,
     training_memory,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "TrainingRun",
     "activation_bytes",
     "activation_bytes_per_layer",
+    "communication_buffers",
     "estimate_training",
     "group_topology",
     "optimizer_passes",

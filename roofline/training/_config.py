@@ -14,6 +14,7 @@ RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved")
 OPTIMIZERS = ("adamw", "sgd")
 FSDP = (None, "full", "hybrid")
+GRADIENT_BUCKETS = ("views", "copies")
 
 
 class TrainingConfigError(ValueError):
@@ -92,7 +93,9 @@ class Overlap:
 class TrainingRun:
     """One optimizer step: `global_batch` sequences of `sequence` tokens in micro-batches of `micro_batch` per
     data-parallel replica (gradient accumulation over global_batch / (micro_batch · data) micro-batches).
-    `attention` "flash" (FlashAttention-2) or "naive" (scores in device memory, as Megatron-LM in 2022)."""
+    `attention` "flash" (FlashAttention-2) or "naive" (scores in device memory, as Megatron-LM in 2022).
+    `gradient_buckets`: the data-parallel reduction's buckets are "views" of the gradients (Megatron-LM's contiguous
+    gradient buffer; PyTorch DDP with `gradient_as_bucket_view=True`) or "copies" of them (PyTorch DDP's default)."""
 
     model: Transformer
     system: System
@@ -106,6 +109,7 @@ class TrainingRun:
     optimizer: str = "adamw"
     overlap: Overlap = field(default_factory=Overlap)
     attention: str = "flash"
+    gradient_buckets: str = "views"
 
     @property
     def micro_batches(self) -> int:
@@ -165,6 +169,8 @@ def validate_training(run: TrainingRun, devices: int | None = None) -> None:
         raise TrainingConfigError("recompute", f"one of {', '.join(RECOMPUTE)}")
     if run.optimizer not in OPTIMIZERS:
         raise TrainingConfigError("optimizer", f"one of {', '.join(OPTIMIZERS)}")
+    if run.gradient_buckets not in GRADIENT_BUCKETS:
+        raise TrainingConfigError("gradient_buckets", f"one of {', '.join(GRADIENT_BUCKETS)}")
     if run.attention not in ("flash", "naive"):
         raise TrainingConfigError("attention", "flash or naive")
     if run.precision.compute not in ("bf16", "fp16"):
