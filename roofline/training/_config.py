@@ -65,8 +65,8 @@ class Sharding:
 @dataclass(frozen=True)
 class TrainingPrecision:
     """Mixed precision (Micikevicius et al. 2018): weights, gradients and activations in `compute` (bf16 or fp16),
-    fp32 master weights and optimizer states; `matmul` "fp8" runs the linear layers' GEMMs in fp8 (Transformer
-    Engine), everything else stays in `compute`."""
+    fp32 master weights and optimizer states (`compute` fp32: plain fp32 training, the weights are the master);
+    `matmul` "fp8" runs the linear layers' GEMMs in fp8 (Transformer Engine), everything else stays in `compute`."""
 
     compute: str = "bf16"
     matmul: str | None = None
@@ -76,6 +76,11 @@ class TrainingPrecision:
     @property
     def gemm(self) -> str:
         return self.matmul or self.compute
+
+    @property
+    def mixed(self) -> bool:
+        """A separate master copy: the compute dtype is not the master's."""
+        return self.compute != self.master
 
 
 @dataclass(frozen=True)
@@ -173,8 +178,8 @@ def validate_training(run: TrainingRun, devices: int | None = None) -> None:
         raise TrainingConfigError("gradient_buckets", f"one of {', '.join(GRADIENT_BUCKETS)}")
     if run.attention not in ("flash", "naive"):
         raise TrainingConfigError("attention", "flash or naive")
-    if run.precision.compute not in ("bf16", "fp16"):
-        raise TrainingConfigError("precision.compute", "bf16 or fp16 mixed precision")
+    if run.precision.compute not in ("bf16", "fp16", "fp32"):
+        raise TrainingConfigError("precision.compute", "bf16 or fp16 mixed precision, or fp32")
     hw = run.system.hardware
     for name, dtype in (("compute", run.precision.compute), ("matmul", run.precision.gemm)):
         try:

@@ -144,9 +144,9 @@ def training_memory(run: TrainingRun) -> TrainingMemory:
     par, sh = run.parallelism, run.sharding
     params, layer = stage_parameters(run)
     s_w = dtype_bytes(run.precision.compute)
-    states = dtype_bytes(run.precision.master) + (STATE_COPIES[run.optimizer] - 1) * dtype_bytes(
-        run.precision.optimizer_states
-    )
+    # Without mixed precision the weights are the master copy: only the optimizer's own states remain.
+    master = dtype_bytes(run.precision.master) if run.precision.mixed else 0.0
+    states = master + (STATE_COPIES[run.optimizer] - 1) * dtype_bytes(run.precision.optimizer_states)
     group = float(sh.shard_group or par.data)
     stage = sh.stage
     weights = params * s_w / (group if stage >= 3 else 1.0)

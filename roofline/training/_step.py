@@ -123,6 +123,8 @@ def optimizer_passes(run: TrainingRun) -> list[tuple[str, float, float, float]]:
     fp32 master weights copied to the compute-dtype weights (`_copy_main_params_to_model_params`, :774)."""
     master, grad = dtype_bytes(run.precision.master) / 4.0, dtype_bytes(run.precision.compute) / 4.0
     copies = STATE_COPIES[run.optimizer]
+    if not run.precision.mixed:  # plain fp32: the gradients and weights are the master's, nothing to cast or copy
+        return [("gradient_norm", 1.0, 0.0, 2.0), ("update", copies * master + grad, copies * master, 10.0)]
     passes = [("cast_gradients", grad, 1.0, 1.0)]
     if run.precision.compute == "fp16":
         passes.append(("unscale_gradients", 1.0, 1.0, 2.0))
