@@ -11,7 +11,8 @@ response field; the service answers them as a 422.
 - inference requests and model configs → `roofline.InferenceRun` and `InferenceRead` documents (`transformer`,
   `prepare_run`, `render_run`);
 - training requests → `roofline.TrainingRun` and `TrainingRead` documents (`training_run`, `estimate_training`,
-  `render_training`);
+  `render_training`), and training plans → `roofline.plan_training` and `TrainingPlanRead` documents
+  (`plan_training`, `render_training_plan`);
 - calibrations applied to core estimates before they are rendered (`Fitted`, `correct`, `calibrate_points`,
   `RunCorrector`).
 """
@@ -71,6 +72,7 @@ from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
 from adapters._serving import estimate_serving, render_serving, serving_requests
 from adapters._training import estimate_training, render_training, training_run
+from adapters._training_plan import plan_training, render_training_plan
 
 __all__ = [
     "KERNEL_FLOOR_S",
@@ -113,11 +115,13 @@ __all__ = [
     "memory_bytes_per_s",
     "non_finite",
     "op_kind",
+    "plan_training",
     "predict",
     "prepare_run",
     "render_run",
     "render_serving",
     "render_training",
+    "render_training_plan",
     "request_device_topology",
     "request_topology",
     "scope_launch_s",

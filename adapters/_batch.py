@@ -3,7 +3,8 @@ predictions stored beside measured results and the calibrations fitted on them a
 
 Ops that differ only in their sizes share a template (kind, dtype, flags); each template is one `evaluate` call of
 the core over arrays of its sizes, so 10 000 GEMMs cost one call. A chain stands alone. Measured collectives are
-estimated on the profile's own fabric, one vectorised call per (collective, device count).
+estimated on the profile's own fabric, one vectorised call per (collective, device count). A measured training
+step is predicted by the training core (`training_step_run`, `roofline.estimate_training`), one step each.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from numpy.typing import NDArray
 import roofline
 from adapters._collectives import device_topology
 from adapters._ops import evaluate, size_fields
-from schemas.benchmarks import Collective
+from schemas.benchmarks import Collective, TrainingStep
 from schemas.common import InputModel
 from schemas.hardware import HardwareSpec
 from schemas.ops import Chain
@@ -78,11 +79,28 @@ class CollectiveGroup:
 
 @dataclass
 class Batch:
-    """A list of ops evaluated: every op is in exactly one group, or (a collective the profile cannot hold) none."""
+    """A list of ops evaluated: every op is in exactly one group, or (a collective the profile cannot hold, a
+    training step it cannot run) none."""
 
     size: int
     groups: list[OpGroup] = field(default_factory=list)
     collectives: list[CollectiveGroup] = field(default_factory=list)
+    training: dict[int, roofline.TrainingEstimate] = field(default_factory=dict)
+
+
+def training_step_run(hw: roofline.Hardware, op: TrainingStep) -> roofline.TrainingRun:
+    """The core's step for a measured one (`schemas.benchmarks.TrainingStep`) on one device: the worker's small
+    transformer (pre-norm layer norms without biases, learned positions, multi-head attention written out as products
+    and a softmax, a GELU FFN, an untied LM head), one micro-batch, AdamW, no recomputation."""
+    model = roofline.Transformer(
+        layers=op.layers, hidden=op.hidden, heads=op.heads, kv_heads=op.heads, head_dim=op.hidden // op.heads,
+        ffn=op.ffn, gated=False, activation="gelu", vocab=op.vocab, tied_embeddings=False,
+        position_table=op.sequence, bias=False,
+    )  # fmt: skip
+    return roofline.TrainingRun(
+        model, roofline.System(hw, None), sequence=op.sequence, micro_batch=op.batch, global_batch=op.batch,
+        precision=roofline.TrainingPrecision(compute=op.dtype), attention="naive",
+    )  # fmt: skip
 
 
 def evaluate_ops(
@@ -100,6 +118,11 @@ def evaluate_ops(
     for index, op in enumerate(ops):
         if isinstance(op, Collective):
             by_collective.setdefault((str(op.collective), op.devices), []).append(index)
+        elif isinstance(op, TrainingStep):
+            try:  # a dtype the profile has no peak for: no prediction, as for a collective it cannot hold
+                batch.training[index] = roofline.estimate_training(training_step_run(hw, op))
+            except roofline.TrainingConfigError:
+                continue
         else:
             groups.setdefault(("chain", index) if isinstance(op, Chain) else template_key(op), []).append(index)
     for indices in groups.values():  # in the order of their first op: the first error in the list is the one named
@@ -147,6 +170,8 @@ class Predictions:
             out.time_s[idx] = coll.estimate.time_s
             out.overhead_s[idx] = 0.0  # a collective's latency term is part of what calibration may learn
             out.bytes[idx] = coll.bytes
+        for index, step in batch.training.items():
+            out.time_s[index], out.overhead_s[index], out.flops[index] = step.step_s, 0.0, step.hardware_flops
         return out
 
 

@@ -29,7 +29,7 @@ from schemas.common import InputModel
 OP_CLASSES: dict[str, type[InputModel]] = {
     get_args(cls.model_fields["kind"].annotation)[0]: cls for cls in get_args(get_args(ResultOp)[0])
 }
-UNCALIBRATED = frozenset({"chain"})  # no sizes of its own
+UNCALIBRATED = frozenset({"chain", "training_step"})  # no sizes of its own; a whole step of many ops
 METHODS = {Method.interpolated: "interpolated", Method.fitted: "fitted", Method.physical: "physical"}
 NOTES = {
     "interpolated": "interpolated between measured neighbours",

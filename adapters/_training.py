@@ -47,7 +47,7 @@ def training_run(
         recompute=body.recompute.value,
         optimizer=body.optimizer.value,
         overlap=roofline.Overlap(body.overlap.data_parallel, body.overlap.fsdp_prefetch, body.overlap.tensor_parallel),
-        attention=body.attention.value,
+        attention=body.attention.value, gradient_buckets=body.gradient_buckets,
     )  # fmt: skip
     try:
         roofline.validate_training(core, body.devices)
@@ -65,16 +65,15 @@ def estimate_training(run: roofline.TrainingRun, where: str = "body") -> rooflin
 
 
 def render_training(
-    body: TrainingRequest, est: roofline.TrainingEstimate, run: roofline.TrainingRun,
-    model_name: str, hardware: HardwareSpec, hardware_name: str,
+    est: roofline.TrainingEstimate, run: roofline.TrainingRun, model_name: str, hardware: HardwareSpec,
+    hardware_name: str, tokens: float | None, price: float | None,
 ) -> dict[str, Any]:  # fmt: skip
-    """A `TrainingRead` document (floats only: no numpy reaches the encoder)."""
+    """A `TrainingRead` document (floats only: no numpy reaches the encoder); with `tokens`, the time, device-hours,
+    cost (at `price` per device-hour) and energy of training on them."""
     _ = hardware
     mem = est.memory
     training = None
-    if body.train_tokens is not None:
-        tokens = body.train_tokens
-        price = body.price_per_device_hour
+    if tokens is not None:
         training = {
             "tokens": tokens, "time_s": est.time_to_train_s(tokens), "device_hours": est.device_hours(tokens),
             "cost": est.cost(tokens, price) if price is not None else None, "energy_j": est.energy_j(tokens),
@@ -99,7 +98,8 @@ def render_training(
         "memory": {
             "weights_bytes": mem.weights_bytes, "gradients_bytes": mem.gradients_bytes,
             "optimizer_bytes": mem.optimizer_bytes, "activations_bytes": mem.activations_bytes,
-            "buffers_bytes": mem.buffers_bytes, "total_bytes": mem.total_bytes, "capacity_bytes": mem.capacity_bytes,
+            "buffers_bytes": mem.buffers_bytes, "gradient_bucket_bytes": mem.gradient_bucket_bytes,
+            "gathered_bytes": mem.gathered_bytes, "total_bytes": mem.total_bytes, "capacity_bytes": mem.capacity_bytes,
             "fits": mem.fits, "max_micro_batch": est.max_micro_batch,
         },
         "training": training,

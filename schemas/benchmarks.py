@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from schemas import limits
 from schemas.common import Dtype, InputModel, ShortText, UtcDatetime
@@ -52,8 +52,31 @@ class Collective(InputModel):
     dtype: Dtype = Dtype.bf16
 
 
-# The estimate ops (schemas.ops.Op) and collectives, one flat union on `kind`.
-ResultOp = Annotated[LEAF_OPS | Chain | Collective, Field(discriminator="kind")]
+class TrainingStep(InputModel):
+    """One optimizer step of a small decoder-only transformer on one device (measured only: the prediction is the
+    training core's step, `roofline.estimate_training`): pre-norm layers of multi-head attention (no biases, layer
+    norms, learned positions) and a GELU FFN of width `ffn`, an untied LM head and cross-entropy, forward, backward
+    and an AdamW update, `batch` sequences of `sequence` tokens, all in `dtype`."""
+
+    kind: Literal["training_step"] = "training_step"
+    layers: Annotated[int, Field(ge=1, le=limits.MAX_LAYERS)]
+    hidden: Annotated[int, Field(ge=1, le=limits.MAX_DIM)]
+    heads: Annotated[int, Field(ge=1, le=limits.MAX_HEADS)]
+    ffn: Annotated[int, Field(ge=1, le=limits.MAX_DIM)]
+    vocab: Annotated[int, Field(ge=1, le=limits.MAX_DIM)]
+    sequence: Annotated[int, Field(ge=1, le=limits.MAX_TOKENS)]
+    batch: Annotated[int, Field(ge=1, le=limits.MAX_BATCH)]
+    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self) -> TrainingStep:
+        if self.hidden % self.heads:
+            raise ValueError("heads must divide hidden")
+        return self
+
+
+# The estimate ops (schemas.ops.Op), collectives and training steps, one flat union on `kind`.
+ResultOp = Annotated[LEAF_OPS | Chain | Collective | TrainingStep, Field(discriminator="kind")]
 
 SoftwareName = Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
 SoftwareVersion = Annotated[str, StringConstraints(min_length=1, max_length=100, strip_whitespace=True)]

@@ -49,7 +49,7 @@ ModelRef = Annotated[
 ]
 
 # Tags pydantic inserts in an error's location for these unions: dropped so a field reads as the client wrote it.
-_UNION_TAGS = {"model": {"slug", "config"}, "hardware": {"slug", "profile"}}
+_UNION_TAGS = {"model": {"slug", "config"}, "hardware": {"slug", "profile"}, "devices": {"count", "range"}}
 
 
 def plain_location(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:

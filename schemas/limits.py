@@ -27,6 +27,13 @@ MAX_BATCH_ITEMS = 1000  # POST /v1/estimate/inference/batch: items, or points of
 # 2 cores; 5 000 stays well inside the 30 s request time limit on a loaded host: a bigger plan is a clear 422, not a
 # 503 timeout.
 MAX_PLAN_CONFIGURATIONS = 5_000
+# POST /v1/plan/training: device counts × layouts searched. Measured with `python -m bench.plan_training` on a 2-core
+# host: a search whose every configuration fits (each timed) costs ~0.1 ms a configuration once the shared op and
+# collective costs are known, so 20 000 answer in ~2 s, inside the 30 s request time limit on a loaded host.
+MAX_TRAINING_PLAN_CANDIDATES = 20_000
+MAX_PLAN_DEVICE_COUNTS = 64  # POST /v1/plan/training: counts of a device range (each multiplies the search)
+# POST /v1/plan/training `max_results`: each configuration answered carries its whole step estimate (~40 rows).
+MAX_TRAINING_PLAN_RESULTS = 50
 MAX_RESULTS = 10_000  # POST /v1/benchmarks: results per run
 MAX_CHAIN_OPS = 64
 MAX_WORKLOAD_REQUESTS = 4096  # request shapes of one inference workload

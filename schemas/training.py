@@ -41,6 +41,13 @@ class TrainingAttention(StrEnum):
     naive = "naive"
 
 
+GradientBuckets = Literal["views", "copies"]
+GRADIENT_BUCKETS = (
+    "Data-parallel gradient buckets: views of the gradients (Megatron-LM's contiguous gradient buffer) or copies "
+    "(PyTorch DDP's default, gradient_as_bucket_view=False: one more copy of the gradients)."
+)
+
+
 class TrainingParallelismSpec(InputModel):
     tensor: Degree = Field(default=1, description="Megatron-LM tensor parallelism.")
     sequence_parallel: bool = Field(
@@ -103,6 +110,7 @@ class TrainingRequest(EstimateContext, PlainPaths):
     optimizer: Optimizer = Field(default=Optimizer.adamw)
     overlap: OverlapSpec = Field(default_factory=OverlapSpec)
     attention: TrainingAttention = Field(default=TrainingAttention.flash, description="FlashAttention-2 or unfused.")
+    gradient_buckets: GradientBuckets = Field(default="views", description=GRADIENT_BUCKETS)
     train_tokens: Annotated[float, Field(gt=0, le=limits.MAX_TRAIN_TOKENS, allow_inf_nan=False)] | None = Field(
         default=None, description="Tokens to train on, for the time, cost and energy of the whole run."
     )
@@ -132,7 +140,11 @@ class TrainingMemoryRead(BaseModel):
     gradients_bytes: float
     optimizer_bytes: float
     activations_bytes: float
-    buffers_bytes: float
+    buffers_bytes: float = Field(description="gradient_bucket_bytes + gathered_bytes.")
+    gradient_bucket_bytes: float = Field(description="Data-parallel buckets that copy the gradients (DDP's default).")
+    gathered_bytes: float = Field(
+        description="FSDP / ZeRO-3: unsharded layers (the next one prefetched) and a gradient awaiting reduce-scatter."
+    )
     total_bytes: float
     capacity_bytes: float
     fits: bool

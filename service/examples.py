@@ -414,3 +414,23 @@ SERVING_EXAMPLES = {
         },
     ),
 }  # fmt: skip
+
+TRAINING_PLAN_EXAMPLES = {
+    "llama-70b-64-h100": Example(
+        summary="Llama 3 70B on 64 H100s, 1M-token steps, 15T tokens: the five fastest layouts that fit",
+        value={
+            "model": "llama-3-70b", "hardware": "h100-sxm", "devices": 64, "sequence": 8192, "global_batch": 128,
+            "train_tokens": 15e12, "price_per_device_hour": 2.5, "max_results": 5,
+        },
+    ),
+    "llama-8b-node-range": Example(
+        summary="Llama 3 8B on 8 to 64 H100s in whole nodes, fewest device-hours first, FSDP or ZeRO-1",
+        value={
+            "model": "llama-3-8b", "hardware": "h100-sxm", "devices": {"min": 8, "max": 64, "step": 8},
+            "sequence": 4096, "global_batch": 256, "train_tokens": 1e12, "rank_by": "device_hours",
+            "search": {"tensor": [1, 2, 4], "pipeline": [1, 2], "sharding": [{"zero": 1}, {"fsdp": "full"}],
+                       "micro_batch": [1, 2, 4], "recompute": ["none", "selective"]},
+            "max_results": 3,
+        },
+    ),
+}  # fmt: skip

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from schemas.benchmarks import BenchmarkRunCreate, Collective, TimingScope
+from schemas.benchmarks import BenchmarkRunCreate, Collective, TimingScope, TrainingStep
 from schemas.ops import Op
 from worker.timing import Stats
 
@@ -22,10 +22,13 @@ def _op_adapter() -> TypeAdapter[Any]:
 
 
 def validate_op(op: dict[str, Any]) -> dict[str, Any]:
-    """The op as `/v1/estimate/op` takes it (schemas.ops.Op), or a collective (schemas.benchmarks.Collective);
-    raises pydantic.ValidationError otherwise. Returns the normalised JSON form (defaults filled in)."""
+    """The op as `/v1/estimate/op` takes it (schemas.ops.Op), or a collective or a training step
+    (schemas.benchmarks.Collective, TrainingStep); raises pydantic.ValidationError otherwise. Returns the normalised
+    JSON form (defaults filled in)."""
     if op.get("kind") == "collective":
         return Collective.model_validate(op).model_dump(mode="json")
+    if op.get("kind") == "training_step":
+        return TrainingStep.model_validate(op).model_dump(mode="json")
     model = _op_adapter().validate_python(op)
     dumped: dict[str, Any] = _op_adapter().dump_python(model, mode="json")
     return dumped

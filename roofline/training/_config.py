@@ -14,6 +14,7 @@ RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved")
 OPTIMIZERS = ("adamw", "sgd")
 FSDP = (None, "full", "hybrid")
+GRADIENT_BUCKETS = ("views", "copies")
 
 
 class TrainingConfigError(ValueError):
@@ -64,8 +65,8 @@ class Sharding:
 @dataclass(frozen=True)
 class TrainingPrecision:
     """Mixed precision (Micikevicius et al. 2018): weights, gradients and activations in `compute` (bf16 or fp16),
-    fp32 master weights and optimizer states; `matmul` "fp8" runs the linear layers' GEMMs in fp8 (Transformer
-    Engine), everything else stays in `compute`."""
+    fp32 master weights and optimizer states (`compute` fp32: plain fp32 training, the weights are the master);
+    `matmul` "fp8" runs the linear layers' GEMMs in fp8 (Transformer Engine), everything else stays in `compute`."""
 
     compute: str = "bf16"
     matmul: str | None = None
@@ -75,6 +76,11 @@ class TrainingPrecision:
     @property
     def gemm(self) -> str:
         return self.matmul or self.compute
+
+    @property
+    def mixed(self) -> bool:
+        """A separate master copy: the compute dtype is not the master's."""
+        return self.compute != self.master
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,9 @@ class Overlap:
 class TrainingRun:
     """One optimizer step: `global_batch` sequences of `sequence` tokens in micro-batches of `micro_batch` per
     data-parallel replica (gradient accumulation over global_batch / (micro_batch · data) micro-batches).
-    `attention` "flash" (FlashAttention-2) or "naive" (scores in device memory, as Megatron-LM in 2022)."""
+    `attention` "flash" (FlashAttention-2) or "naive" (scores in device memory, as Megatron-LM in 2022).
+    `gradient_buckets`: the data-parallel reduction's buckets are "views" of the gradients (Megatron-LM's contiguous
+    gradient buffer; PyTorch DDP with `gradient_as_bucket_view=True`) or "copies" of them (PyTorch DDP's default)."""
 
     model: Transformer
     system: System
@@ -106,6 +114,7 @@ class TrainingRun:
     optimizer: str = "adamw"
     overlap: Overlap = field(default_factory=Overlap)
     attention: str = "flash"
+    gradient_buckets: str = "views"
 
     @property
     def micro_batches(self) -> int:
@@ -165,10 +174,12 @@ def validate_training(run: TrainingRun, devices: int | None = None) -> None:
         raise TrainingConfigError("recompute", f"one of {', '.join(RECOMPUTE)}")
     if run.optimizer not in OPTIMIZERS:
         raise TrainingConfigError("optimizer", f"one of {', '.join(OPTIMIZERS)}")
+    if run.gradient_buckets not in GRADIENT_BUCKETS:
+        raise TrainingConfigError("gradient_buckets", f"one of {', '.join(GRADIENT_BUCKETS)}")
     if run.attention not in ("flash", "naive"):
         raise TrainingConfigError("attention", "flash or naive")
-    if run.precision.compute not in ("bf16", "fp16"):
-        raise TrainingConfigError("precision.compute", "bf16 or fp16 mixed precision")
+    if run.precision.compute not in ("bf16", "fp16", "fp32"):
+        raise TrainingConfigError("precision.compute", "bf16 or fp16 mixed precision, or fp32")
     hw = run.system.hardware
     for name, dtype in (("compute", run.precision.compute), ("matmul", run.precision.gemm)):
         try:

@@ -17,15 +17,22 @@ STATE_COPIES = {"adamw": 3, "sgd": 2}
 @dataclass(frozen=True)
 class TrainingMemory:
     """Bytes on the busiest device (the first pipeline stage, which holds the most micro-batches in flight).
+    Communication buffers: `gradient_bucket_bytes` (data-parallel buckets that copy the gradients) and
+    `gathered_bytes` (FSDP / ZeRO-3's unsharded layers and the gradient awaiting its reduce-scatter).
     `activations_per_sample_bytes` is what one more sequence in the micro-batch adds (for the largest fit)."""
 
     weights_bytes: float
     gradients_bytes: float
     optimizer_bytes: float
     activations_bytes: float
-    buffers_bytes: float
+    gradient_bucket_bytes: float
+    gathered_bytes: float
     capacity_bytes: float
     activations_per_sample_bytes: float
+
+    @property
+    def buffers_bytes(self) -> float:
+        return self.gradient_bucket_bytes + self.gathered_bytes
 
     @property
     def total_bytes(self) -> float:
@@ -106,26 +113,52 @@ def activation_bytes(run: TrainingRun, micro_batch: float | None = None) -> floa
     return total
 
 
+def communication_buffers(run: TrainingRun, params: float, layer: float) -> tuple[float, float]:
+    """Bytes of the data-parallel reduction's buffers on one device: (gradient buckets, gathered layers).
+
+    Unsharded gradients (ZeRO 0-1) are reduced in buckets. Megatron-LM's buckets are views into its contiguous
+    gradient buffer, where `param.main_grad` already lives (megatron/core/distributed/param_and_grad_buffer.py,
+    Megatron-Core 0.16.1: `grad_data = torch.zeros(...)`, :803; `param.main_grad = self._get(...)`, :837): no bytes
+    beyond the gradients. PyTorch DDP packs gradients into `bucket_cap_mb` = 25 MiB buckets allocated for every
+    parameter, as copies unless `gradient_as_bucket_view=True` (torch/nn/parallel/distributed.py, torch 1.13.1:
+    defaults :540-543, `bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)` :646; its docstring :477: a view saves
+    "the total gradients size"): one more copy of the gradients.
+
+    FSDP / ZeRO-3 gathers each unit's full parameters before it runs and frees them after; with backward prefetch
+    the next unit's are gathered while the current one runs (`backward_prefetch_limit = 1`,
+    torch/distributed/fsdp/fully_sharded_data_parallel.py:1046): two layers, one without. Its post-backward hook
+    reduce-scatters the unit's whole unsharded gradient (`grad_flatten.chunk(world_size)`, :3294-3297): one more
+    layer until the reduce-scatter ends."""
+    par, sh = run.parallelism, run.sharding
+    group = sh.shard_group or par.data
+    s_w = dtype_bytes(run.precision.compute)
+    buckets = params * s_w if sh.stage <= 1 and par.data > 1 and run.gradient_buckets == "copies" else 0.0
+    gathered = 0.0
+    if sh.stage >= 3 and group > 1:
+        gathered = ((2.0 if run.overlap.fsdp_prefetch else 1.0) + 1.0) * layer * s_w
+    return buckets, gathered
+
+
 def training_memory(run: TrainingRun) -> TrainingMemory:
-    """Weights, gradients, optimizer states, activations and gathered-weight buffers on the busiest device.
+    """Weights, gradients, optimizer states, activations and communication buffers on the busiest device.
 
     Bytes per parameter (ZeRO §3): weights and gradients in the compute dtype, fp32 master weights and states;
     16 for mixed-precision Adam. ZeRO stage 1 divides the states by the sharding group, 2 also the gradients, 3
-    (FSDP) also the weights, which then gather one layer at a time (two with prefetch)."""
+    (FSDP) also the weights; the buffers are `communication_buffers`'."""
     par, sh = run.parallelism, run.sharding
     params, layer = stage_parameters(run)
     s_w = dtype_bytes(run.precision.compute)
-    states = dtype_bytes(run.precision.master) + (STATE_COPIES[run.optimizer] - 1) * dtype_bytes(
-        run.precision.optimizer_states
-    )
+    # Without mixed precision the weights are the master copy: only the optimizer's own states remain.
+    master = dtype_bytes(run.precision.master) if run.precision.mixed else 0.0
+    states = master + (STATE_COPIES[run.optimizer] - 1) * dtype_bytes(run.precision.optimizer_states)
     group = float(sh.shard_group or par.data)
     stage = sh.stage
     weights = params * s_w / (group if stage >= 3 else 1.0)
     grads = params * s_w / (group if stage >= 2 else 1.0)
     optimizer = params * states / (group if stage >= 1 else 1.0)
-    buffers = (2.0 if run.overlap.fsdp_prefetch else 1.0) * layer * s_w if stage >= 3 and group > 1 else 0.0
+    buckets, gathered = communication_buffers(run, params, layer)
     acts = activation_bytes(run)
     return TrainingMemory(
-        weights, grads, optimizer, acts, buffers, run.system.hardware.memory_capacity_bytes,
+        weights, grads, optimizer, acts, buckets, gathered, run.system.hardware.memory_capacity_bytes,
         acts / run.micro_batch,
     )  # fmt: skip

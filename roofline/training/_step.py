@@ -47,21 +47,61 @@ def group_topology(topology: Callable[[int], Topology], n: int, stride: int) -> 
     return Hierarchical(inner, outer)
 
 
+class StepCache:
+    """What steps of one model, system, precision, sequence and attention share: a layer's op costs by the shapes
+    that set them (tensor, sequence parallelism, micro-batch, context, expert), collective times by (op, devices,
+    stride, bytes) and optimizer passes by their size. A search over layouts (`plan_training`) evaluates each once;
+    a run whose model, system, precision, sequence or attention differ from the first run's bypasses it."""
+
+    def __init__(self) -> None:
+        self.base: TrainingRun | None = None
+        self.layers: dict[tuple[object, ...], tuple[list[OpCost], list[OpCost], float, float]] = {}
+        self.collectives: dict[tuple[str, int, int, float], float] = {}
+        self.optimizer: dict[tuple[float, str], float] = {}
+
+    def accepts(self, run: TrainingRun) -> bool:
+        base = self.base = self.base or run
+        return (
+            run.model is base.model and run.system is base.system and run.precision == base.precision
+            and run.sequence == base.sequence and run.attention == base.attention
+        )  # fmt: skip
+
+
+def _layer_costs(run: TrainingRun, cache: StepCache | None) -> tuple[list[OpCost], list[OpCost], float, float]:
+    """A layer's ops, the head's, and the tokens and hidden width of one micro-batch on a tensor group."""
+    par = run.parallelism
+    key = (par.tensor, par.sequence_parallel, run.micro_batch, par.context, par.expert)
+    if cache is not None and cache.accepts(run) and key in cache.layers:
+        return cache.layers[key]
+    costs = LayerCosts(run)
+    value = (costs.layer(), costs.head(), costs.tokens, costs.h)
+    if cache is not None and cache.accepts(run):
+        cache.layers[key] = value
+    return value
+
+
 class _Comms:
     """Collectives of the step, each on its group's topology; rows per step on the busiest device."""
 
-    def __init__(self, run: TrainingRun) -> None:
+    def __init__(self, run: TrainingRun, cache: StepCache | None) -> None:
         if run.system.topology is None and run.parallelism.devices > 1:
             raise TrainingConfigError("hardware", "the profile has no interconnect for a collective")
         self.topology = run.system.topology
         self.rows: list[CommunicationRow] = []
+        self.cache = cache.collectives if cache is not None and cache.accepts(run) else None
 
     def time(self, op: str, n: int, stride: int, bytes_: float) -> float:
         assert self.topology is not None
+        key = (op, n, stride, bytes_)
+        if self.cache is not None and key in self.cache:
+            return self.cache[key]
         try:
-            return float(collective(op, bytes_, group_topology(self.topology, n, stride)).time_s)
+            seconds = float(collective(op, bytes_, group_topology(self.topology, n, stride)).time_s)
         except ValueError as err:  # devices the profile's fabrics cannot hold, or sizes past float64
             raise TrainingConfigError("parallelism", str(err)) from None
+        if self.cache is not None:
+            self.cache[key] = seconds
+        return seconds
 
     def add(self, name: str, op: str, n: int, stride: int, bytes_: float, calls: float, hidden_under: float) -> None:
         """`calls` of one collective per step, overlapped with `hidden_under` seconds of computation (0: exposed)."""
@@ -71,15 +111,52 @@ class _Comms:
         self.rows.append(CommunicationRow(name, op, n, bytes_, calls, total, max(0.0, total - hidden_under)))
 
 
-def estimate_training(run: TrainingRun) -> TrainingEstimate:
+def optimizer_passes(run: TrainingRun) -> list[tuple[str, float, float, float]]:
+    """The optimizer step's memory-bound passes over each of this device's parameters: (name, fp32 words read,
+    words written, FLOPs per parameter), as Megatron-Core's mixed-precision optimizer runs them
+    (megatron/core/optimizer/optimizer.py, `Float16OptimizerWithFloat16Params.step`, v0.16.1): the compute-dtype
+    gradients cast to fp32 main gradients (`_copy_model_grads_to_main_grads`, :754); with fp16, the loss scale's
+    unscale and inf/NaN check in place (`_unscale_main_grads_and_check_for_nan`, :496; Micikevicius et al. 2018);
+    the gradients' L2 norm for clipping (`clip_grad` 1.0 by default, optimizer_config.py:331; the rescale runs only
+    when the norm exceeds it, clip_grads.py:173, so it is not counted); the optimizer's update (AdamW reads the
+    master weight, m, v and the gradient and writes the first three; SGD the master weight and momentum); and the
+    fp32 master weights copied to the compute-dtype weights (`_copy_main_params_to_model_params`, :774)."""
+    master, grad = dtype_bytes(run.precision.master) / 4.0, dtype_bytes(run.precision.compute) / 4.0
+    copies = STATE_COPIES[run.optimizer]
+    if not run.precision.mixed:  # plain fp32: the gradients and weights are the master's, nothing to cast or copy
+        return [("gradient_norm", 1.0, 0.0, 2.0), ("update", copies * master + grad, copies * master, 10.0)]
+    passes = [("cast_gradients", grad, 1.0, 1.0)]
+    if run.precision.compute == "fp16":
+        passes.append(("unscale_gradients", 1.0, 1.0, 2.0))
+    passes += [
+        ("gradient_norm", 1.0, 0.0, 2.0),
+        ("update", master + (copies - 1) + 1.0, master + (copies - 1), 10.0),
+        ("copy_weights", master, grad, 1.0),
+    ]
+    return passes
+
+
+def _optimizer_s(run: TrainingRun, shard: float, cache: StepCache | None) -> float:
+    key = (shard, run.optimizer)
+    known = cache.optimizer if cache is not None and cache.accepts(run) else {}
+    if key not in known:
+        hw = run.system.hardware
+        known[key] = sum(
+            _time(elementwise(hw, arr(shard), ins, outs, flops_per_element=f, dtype="fp32"), hw, "fp32")[0]
+            for _, ins, outs, f in optimizer_passes(run)
+        )
+    return known[key]
+
+
+def estimate_training(run: TrainingRun, cache: StepCache | None = None) -> TrainingEstimate:
     """Time, FLOPs and memory of one optimizer step of `run` (see the module docstring for what is counted).
-    Raises `TrainingConfigError` naming the input at fault."""
+    `cache` shares op and collective costs between steps of one model and system (`StepCache`). Raises
+    `TrainingConfigError` naming the input at fault."""
     validate_training(run)
     m, par, sh, hw = run.model, run.parallelism, run.sharding, run.system.hardware
     t, c, p, d, v = par.tensor, par.context, par.pipeline, par.data, par.virtual_stages
     mb = run.micro_batches
-    costs = LayerCosts(run)
-    layer, head = costs.layer(), costs.head()
+    layer, head, tokens, hidden = _layer_costs(run, cache)
     n = m.layers / p  # layers on a stage
 
     def total(ops: list[OpCost], attr: str) -> float:
@@ -100,8 +177,8 @@ def estimate_training(run: TrainingRun) -> TrainingEstimate:
     compute_mb = (forward + backward + recompute) / mb
 
     s_act = dtype_bytes(run.precision.compute)
-    comms = _Comms(run)
-    activations = costs.tokens * costs.h * s_act  # one micro-batch's hidden states on a tensor group
+    comms = _Comms(run, cache)
+    activations = tokens * hidden * s_act  # one micro-batch's hidden states on a tensor group
     layer_calls = mb * n
     matmul_s = sum(r.forward_s + r.backward_s + r.recompute_s for r in rows if r.kind == "matmul")
     tp_hidden = matmul_s if run.overlap.tensor_parallel else 0.0
@@ -114,12 +191,12 @@ def estimate_training(run: TrainingRun) -> TrainingEstimate:
         comms.add("tensor_parallel_all_reduce", "all_reduce", t, 1, activations, layer_calls * (4.0 + 2.0 * again),
                   tp_hidden)  # fmt: skip
     if c > 1:  # ring attention: K and V blocks around the context group, under the attention kernel
-        kv = 2.0 * run.micro_batch * costs.s * max(1.0, m.kv_heads / t) * m.head_dim * s_act
+        kv = 2.0 * run.micro_batch * (run.sequence / c) * max(1.0, m.kv_heads / t) * m.head_dim * s_act
         attn = sum(r.forward_s + r.backward_s + r.recompute_s for r in rows if r.kind == "attention")
         comms.add("context_parallel_send_recv", "send_recv", c, t, kv, layer_calls * 3.0 * (c - 1), attn)
     if m.moe is not None and par.expert > 1:
         moe_layers = m.moe.moe_layers(m.layers) / p
-        routed = costs.tokens * m.moe.top_k * costs.h * s_act
+        routed = tokens * m.moe.top_k * hidden * s_act
         comms.add("expert_all_to_all", "all_to_all", par.expert, t * c, routed, mb * moe_layers * (4.0 + 2.0 * again),
                   0.0)  # fmt: skip
     if p > 1:  # one send forward and one back per chunk and micro-batch, 1/t of the activations
@@ -148,12 +225,9 @@ def estimate_training(run: TrainingRun) -> TrainingEstimate:
         comms.add("fsdp_replica_all_reduce", "all_reduce", d // group, t * c * group, grads / group, 1.0, dp_overlap)
     dp_exposed = sum(r.exposed_s for r in comms.rows[step_rows_from:])
 
-    # The optimizer: one memory-bound pass over this device's parameters and states (reads master weights, states
-    # and gradients; writes master weights, states and the compute-dtype weights).
+    # The optimizer: memory-bound passes over this device's share of the parameters (`optimizer_passes`).
     shard = params / (group if sh.stage >= 1 else 1)
-    per_param = STATE_COPIES[run.optimizer] * dtype_bytes(run.precision.master) + s_act
-    words = per_param / 4.0  # in fp32 elements
-    opt_s, _ = _time(elementwise(hw, arr(shard), words, words, flops_per_element=10.0, dtype="fp32"), hw, "fp32")
+    opt_s = _optimizer_s(run, shard, cache)
 
     ideal = mb * (compute_mb + per_mb_exposed)
     bubble = ideal * (p - 1) / (v * mb)

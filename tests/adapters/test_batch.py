@@ -8,7 +8,7 @@ import pytest
 
 import adapters
 import roofline
-from schemas.benchmarks import Collective
+from schemas.benchmarks import Collective, TrainingStep
 from schemas.estimates import EstimateContext
 from schemas.ops import Attention, Chain, Elementwise, Matmul
 from tests.adapters.conftest import A100
@@ -70,3 +70,21 @@ def test_collectives_are_predicted_on_the_profiles_fabric_when_they_fit() -> Non
     assert preds.bytes[[0, 2]].tolist() == [1 << 20, 1 << 24] and np.isnan(preds.flops[0])
     assert np.isnan(preds.time_s[3]) and np.isnan(preds.bytes[3])
     assert np.isnan(adapters.predict(HW, ops).time_s[0])  # no profile: no collective predictions
+
+
+def test_a_measured_training_step_is_predicted_by_the_training_core() -> None:
+    # The worker's quick step: 2 layers, h 256, 4 heads, FFN 1024, vocabulary 2048, 4 sequences of 128 tokens.
+    # GEMM FLOPs by hand: the linear layers' weights, 2 × (4h² + 2hf) + V·h = 2 097 152, × 6 × 512 tokens
+    # (Kaplan et al. 2020: forward 2, backward 4) = 6 442 450 944; the attention's QKᵀ and ·V, 2 × 2·b·a·s²·d =
+    # 67 108 864 a layer forward, × 3 with the backward, × 2 layers = 402 653 184: 6 845 104 128 in all. The
+    # memory-bound ops (norms, GELU, softmax, loss, AdamW) add well under 1 %.
+    step = TrainingStep(layers=2, hidden=256, heads=4, ffn=1024, vocab=2048, sequence=128, batch=4)
+    hw = roofline.Hardware(
+        name="test", units=1, matrix_flops_per_s={"fp32": 1e12}, vector_flops_per_s={"fp32": 1e12},
+        memory_bytes_per_s=1e11, memory_capacity_bytes=16e9, launch_s=1e-6, eff_matmul=1.0, eff_vector=1.0,
+        eff_memory=1.0,
+    )  # fmt: skip
+    predicted = adapters.predict(hw, [step])
+    assert 6_845_104_128 <= predicted.flops[0] <= 6_845_104_128 * 1.01
+    assert predicted.time_s[0] >= 6_845_104_128 / 1e12
+    assert "training_step" in adapters.UNCALIBRATED

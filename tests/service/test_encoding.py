@@ -25,6 +25,7 @@ from schemas.estimates import EstimateOpsRead, EstimateRead
 from schemas.inference import InferenceRead, InferenceRequest
 from schemas.plan import PlanRequest
 from schemas.training import TrainingRequest
+from schemas.training_plan import TrainingPlanRequest
 from service import encoding
 from service.collectives import service as collectives
 from service.encoding import ORJSONResponse
@@ -36,6 +37,7 @@ from service.examples import (
     INFERENCE_EXAMPLES,
     PLAN_EXAMPLES,
     TRAINING_EXAMPLES,
+    TRAINING_PLAN_EXAMPLES,
 )
 from service.inference import service as inference
 from service.plan import service as planner
@@ -142,6 +144,8 @@ ENDPOINT_EXAMPLES = [
     ("/v1/estimate/collective", body) for body in _examples(COLLECTIVE_EXAMPLES)
 ] + [
     ("/v1/estimate/training", body) for body in _examples(TRAINING_EXAMPLES)
+] + [
+    ("/v1/plan/training", body) for body in _examples(TRAINING_PLAN_EXAMPLES)
 ] + [("/v1/plan", body) for body in _examples(PLAN_EXAMPLES)]  # fmt: skip
 
 
@@ -209,8 +213,9 @@ def _session(client: TestClient) -> Any:
         (InferenceRequest.model_validate, inference.estimate, INFERENCE_EXAMPLES),
         (PlanRequest.model_validate, planner.plan, PLAN_EXAMPLES),
         (TrainingRequest.model_validate, training.estimate, TRAINING_EXAMPLES),
+        (TrainingPlanRequest.model_validate, training.plan, TRAINING_PLAN_EXAMPLES),
     ],
-    ids=["collective", "inference", "plan", "training"],
+    ids=["collective", "inference", "plan", "training", "training-plan"],
 )
 def test_the_services_build_their_models_without_numpy(
     client: TestClient,

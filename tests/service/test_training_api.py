@@ -60,3 +60,15 @@ def test_bad_input_names_the_field(client: TestClient, change: dict[str, Any], f
 
 def test_unknown_fields_are_rejected(client: TestClient) -> None:
     assert "body.batch" in rejected(client.post(PATH, json={**LLAMA_8B, "batch": 4}))
+
+
+def test_ddp_gradient_buckets_copy_the_gradients(client: TestClient) -> None:
+    # PyTorch DDP's default buckets copy every gradient (gradient_as_bucket_view=False); Megatron-LM's are views.
+    body = {**LLAMA_8B, "sharding": {}, "parallelism": {"tensor": 2}, "micro_batch": 1, "global_batch": 64}
+    views = client.post(PATH, json=body).json()["memory"]
+    copies = client.post(PATH, json={**body, "gradient_buckets": "copies"}).json()["memory"]
+    assert views["gradient_bucket_bytes"] == 0 and views["gathered_bytes"] == 0
+    assert copies["gradient_bucket_bytes"] == copies["gradients_bytes"]
+    assert copies["total_bytes"] == pytest.approx(views["total_bytes"] + views["gradients_bytes"])
+    fsdp = client.post(PATH, json=LLAMA_8B).json()["memory"]
+    assert fsdp["gathered_bytes"] > 0 and fsdp["buffers_bytes"] == fsdp["gathered_bytes"]

@@ -72,4 +72,14 @@ def test_without_a_server_results_wait_in_the_spool(tmp_path: Path, capsys: pyte
 def test_suites_lists_every_suite(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["suites"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert listed == ["ceilings", "matmul", "elementwise", "c_relu_ab", "norms", "attention", "collectives", "triton"]
+    assert listed == [
+        "ceilings",
+        "matmul",
+        "elementwise",
+        "c_relu_ab",
+        "norms",
+        "attention",
+        "collectives",
+        "triton",
+        "train",
+    ]

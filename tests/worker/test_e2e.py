@@ -29,7 +29,7 @@ import pytest
 
 from tests.conftest import LiveServer, PostgresSchema, free_port, ridgeline_command
 
-CPU_SUITES = "ceilings,matmul,elementwise,c_relu_ab,norms,attention,collectives"
+CPU_SUITES = "ceilings,matmul,elementwise,c_relu_ab,norms,attention,collectives,train"
 
 
 def worker_command() -> list[str]:
@@ -257,7 +257,10 @@ def test_worker_survives_a_server_killed_mid_upload(tmp_path: Path, postgres_url
         assert report["results"] == len(predicted) == len([r for r in records if r["op"]["kind"] != "collective"])
         families = {group["family"] for group in report["groups"]}
         assert {"matmul", "elementwise", "chain", "softmax", "layernorm", "rmsnorm", "reduction", "activation",
-                "attention"} <= families, families  # fmt: skip
+                "attention", "training_step"} <= families, families  # fmt: skip
+        # The train suite's step went up over HTTP and was stored with the training core's prediction.
+        (step,) = [r for r in stored if r["op_kind"] == "training_step"]
+        assert step["predicted_s"] > 0 and step["op"]["layers"] == 2
         assert report["raw"]["count"] == len(predicted) and report["raw"]["median_ape"] is not None
         summary = by_family(report)
         (tmp_path / "accuracy.json").write_text(json.dumps(report, indent=2))

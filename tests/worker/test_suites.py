@@ -8,7 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
 
-from schemas.benchmarks import BenchmarkResultCreate, Collective
+import adapters
+from hardware_db import load_hardware
+from schemas.benchmarks import BenchmarkResultCreate, Collective, TrainingStep
+from schemas.estimates import EstimateContext
 from schemas.ops import Op
 from worker.device import Device
 from worker.suites import SUITES, Case, Context, Target, dtypes_for, plan
@@ -46,6 +49,8 @@ def test_every_op_validates_against_the_schemas(name: str) -> None:
     for case in cases:
         if case.op["kind"] == "collective":
             Collective.model_validate(case.op)
+        elif case.op["kind"] == "training_step":
+            assert TrainingStep.model_validate(case.op).model_dump(mode="json") == case.op
         else:
             assert OPS.dump_python(OPS.validate_python(case.op), mode="json") == case.op
         BenchmarkResultCreate.model_validate({"op": case.op, "median_s": 1e-3, "p10_s": 9e-4, "p90_s": 2e-3})
@@ -57,16 +62,39 @@ def test_every_op_validates_against_the_schemas(name: str) -> None:
 def test_the_service_can_predict_every_op(client: TestClient, name: str) -> None:
     # An op the profile cannot estimate (bf16 on a CPU, fp8 on an A100) would make its whole upload a 422.
     target, slug = TARGETS[name]
-    ops = [case.op for case in all_cases(target) if case.op["kind"] != "collective"]
+    ops = [case.op for case in all_cases(target) if case.op["kind"] not in ("collective", "training_step")]
     response = client.post("/v1/estimate/ops", json={"hardware": slug, "ops": ops})
     assert response.status_code == 200, response.text[:2000]
     assert len(response.json()["items"]) == len(ops)
 
 
+@pytest.mark.parametrize("name", ["cpu-quick", "cpu-full", "h100", "a100", "mi300x", "tpu-v5e"])
+def test_the_service_can_predict_every_training_step(name: str) -> None:
+    # A training step is measured only: an upload stores it with the training core's prediction on the profile
+    # (adapters.predict, as POST /v1/benchmarks runs it).
+    target, slug = TARGETS[name]
+    spec = next(h for h in load_hardware() if h.slug == slug)
+    hw = adapters.to_core(spec, EstimateContext(hardware=slug))
+    steps = [TrainingStep.model_validate(c.op) for c in all_cases(target) if c.op["kind"] == "training_step"]
+    assert len(steps) == 1
+    predicted = adapters.predict(hw, steps, spec=spec)
+    assert math.isfinite(predicted.time_s[0]) and predicted.time_s[0] > 0
+
+
 def test_suites_cover_what_issue_7_lists() -> None:
     h100 = all_cases(TARGETS["h100"][0])
     suites = {case.suite for case in h100}
-    assert suites == {"ceilings", "matmul", "elementwise", "c_relu_ab", "norms", "attention", "collectives", "triton"}
+    assert suites == {
+        "ceilings",
+        "matmul",
+        "elementwise",
+        "c_relu_ab",
+        "norms",
+        "attention",
+        "collectives",
+        "triton",
+        "train",
+    }
     attention = {(c.op["implementation"], c.name.split(" B")[0]) for c in h100 if c.suite == "attention"}
     assert {impl for impl, _ in attention} == {"naive", "flash"}
     assert {"dot_product_attention xla", "dot_product_attention cudnn", "Pallas (Triton) flash"} <= {
@@ -128,7 +156,7 @@ def test_jax_devices_here_are_eight_virtual_cpus() -> None:
     assert jax.default_backend() == "cpu" and len(jax.devices()) == 8
 
 
-CPU_SUITES = ["ceilings", "matmul", "elementwise", "c_relu_ab", "norms", "attention", "collectives"]
+CPU_SUITES = ["ceilings", "matmul", "elementwise", "c_relu_ab", "norms", "attention", "collectives", "train"]
 
 
 @pytest.mark.parametrize("suite", CPU_SUITES)

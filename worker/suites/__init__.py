@@ -12,6 +12,7 @@ from worker.suites.fusion import plan_c_relu_ab, plan_elementwise
 from worker.suites.gpu_triton import plan_triton, triton_available
 from worker.suites.matmul import plan_ceilings, plan_matmul
 from worker.suites.norms import plan_norms
+from worker.suites.train import plan_train
 
 __all__ = [
     "SUITES",
@@ -48,6 +49,7 @@ SUITES: dict[str, Suite] = {
         Suite("collectives", "shard_map psum, all_gather, psum_scatter, all_to_all over the local devices",
               plan_collectives),
         Suite("triton", "Triton matmul, fused chain and flash attention (NVIDIA GPUs; do_bench)", plan_triton),
+        Suite("train", "one training step (forward, backward, AdamW) of a small transformer, jitted", plan_train),
     )
 }  # fmt: skip
 

@@ -217,3 +217,46 @@ def test_a_model_of_dense_and_moe_layers_runs_each_ffn_in_its_share_of_the_layer
     tokens = 8 * 2048
     per_token = layers * 4 * h * h + 2 * (2 * 4 * h * h) + 2 * (3 * 2 * h * h) + vocab * h  # attention, dense, MoE
     assert matmul_flops(est, False) == pytest.approx(6 * per_token * tokens, rel=1e-12)
+
+
+@pytest.mark.parametrize(("compute", "bytes_per_parameter"), [("bf16", 44.0), ("fp16", 52.0)])
+def test_the_optimizer_step_moves_megatron_cores_bytes_per_parameter(compute: str, bytes_per_parameter: float) -> None:
+    # Megatron-Core's Float16OptimizerWithFloat16Params.step (megatron/core/optimizer/optimizer.py, v0.16.1), per
+    # parameter: cast the 2-byte gradient to fp32 (read 2, write 4), fp16 only: unscale in place (read 4, write 4),
+    # L2 norm for clipping (read 4), AdamW (read master, m, v, gradient: 16; write master, m, v: 12), copy the
+    # master to the 2-byte weights (read 4, write 2): 6 + 4 + 28 + 6 = 44 bytes, 52 with fp16's unscale.
+    r = run(precision=roofline.TrainingPrecision(compute=compute))
+    passes = roofline.training.optimizer_passes(r)
+    assert sum(4.0 * (ins + outs) for _, ins, outs, _ in passes) == bytes_per_parameter
+    # Memory-bound: the step takes at least those bytes over the device's bandwidth at its memory efficiency.
+    params, _ = roofline.training.stage_parameters(r)
+    est = roofline.estimate_training(r)
+    assert est.optimizer_s >= params * bytes_per_parameter / (H100.memory_bytes_per_s * H100.eff_memory)
+
+
+def test_communication_buffers_by_hand() -> None:
+    # One layer of the test GPT (h = 1024, biases, layer norms): QKV 3h² + 3h, projection h² + h, FFN 8h² + 5h, two
+    # norms 4h: 12h² + 13h = 12 596 224 parameters, 2 bytes each in bf16.
+    layer_bytes = (12 * 1024**2 + 13 * 1024) * 2.0
+    dp = roofline.TrainingParallelism(data=4)
+    # PyTorch FSDP (torch 1.13.1 fully_sharded_data_parallel.py): the current unit's gathered parameters, the next
+    # unit's prefetched (backward_prefetch_limit = 1, :1046) and the unit's unsharded gradient before its
+    # reduce-scatter (:3294-3297): 3 layers; without prefetch 2.
+    fsdp = roofline.training_memory(run(parallelism=dp, sharding=roofline.Sharding(fsdp="full")))
+    assert fsdp.gathered_bytes == 3 * layer_bytes == 75_577_344
+    no_prefetch = roofline.training_memory(
+        run(parallelism=dp, sharding=roofline.Sharding(fsdp="full"), overlap=roofline.Overlap(fsdp_prefetch=False))
+    )
+    assert no_prefetch.gathered_bytes == 2 * layer_bytes
+    # Megatron-LM's buckets are views into its contiguous gradient buffer: nothing beyond the gradients. PyTorch DDP's
+    # default buckets (bucket_cap_mb 25, gradient_as_bucket_view=False) copy every gradient: "the saved memory size
+    # will be equal to the total gradients size" (torch/nn/parallel/distributed.py:477).
+    views = roofline.training_memory(run(parallelism=dp))
+    copies = roofline.training_memory(run(parallelism=dp, gradient_buckets="copies"))
+    assert views.gradient_bucket_bytes == 0 and views.gathered_bytes == 0
+    assert copies.gradient_bucket_bytes == copies.gradients_bytes
+    assert copies.total_bytes == views.total_bytes + views.gradients_bytes
+    # One device has nothing to reduce; ZeRO-2 reduce-scatters into its gradient shard.
+    assert roofline.training_memory(run(gradient_buckets="copies")).buffers_bytes == 0
+    zero2 = roofline.training_memory(run(parallelism=dp, sharding=roofline.Sharding(zero=2), gradient_buckets="copies"))
+    assert zero2.buffers_bytes == 0

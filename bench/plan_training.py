@@ -1,0 +1,121 @@
+"""Speed of the training planner: a ~3 000-configuration `POST /v1/plan/training` (issue 22's bar: < 3 s).
+
+    .venv/bin/python -m bench.plan_training [--repeat 5] [--warmup 1] [--case llama-8b-64|llama-70b-64]
+
+Starts `ridgeline serve` on SQLite in a temporary directory on a free port, waits for /healthz, and for each case
+posts its search `--warmup` times untimed and `--repeat` times timed (one at a time, keep-alive). Prints what the
+search saw (searched, invalid, pruned for memory, timed), the median and p90 latency (request sent → whole response
+received), the server-side time (the mean of the service's `ridgeline_http_request_duration_seconds` histogram for
+the route), and the median wall time of the search alone in this process (`adapters.plan_training`: the core's
+search on the same model and profile, without HTTP, validation or rendering).
+
+Cases, each the default search axes plus virtual stages 2 and 4 (3 360 configurations per device count before the
+duplicates a data group of one makes are dropped):
+- llama-8b-64: Llama 3 8B on 64 H100 SXM, 512 sequences of 8192 tokens: most configurations fit and are timed.
+- llama-70b-64: Llama 3 70B on the same 64 H100s: most are pruned for memory before any is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import adapters
+from bench.estimate_sweep import free_port, percentile, ridgeline_command, route_seconds, wait_healthy
+from hardware_db import load_hardware, load_models
+from schemas.training_plan import TrainingPlanRequest
+
+ROUTE = "/v1/plan/training"
+TARGET_S = 3.0
+
+
+def _case(model: str) -> dict[str, Any]:
+    return {
+        "model": model, "hardware": "h100-sxm", "devices": 64, "sequence": 8192, "global_batch": 512,
+        "train_tokens": 1e12, "price_per_device_hour": 2.5, "search": {"virtual_stages": [2, 4]}, "max_results": 5,
+    }  # fmt: skip
+
+
+CASES = {"llama-8b-64": _case("llama-3-8b"), "llama-70b-64": _case("llama-3-70b")}
+
+
+def in_process_s(payload: dict[str, Any], repeat: int) -> float:
+    """Median seconds of the search alone (`adapters.plan_training`), profile and model from the catalogue."""
+    body = TrainingPlanRequest.model_validate(payload)
+    spec = next(h for h in load_hardware() if h.slug == body.hardware)
+    model = next(m for m in load_models() if m.slug == body.model)
+    system = adapters.inference_system(spec, body, None)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        adapters.plan_training(body, model, system)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run_case(client: httpx.Client, name: str, repeat: int, warmup: int) -> None:
+    payload = CASES[name]
+    for _ in range(warmup):
+        client.post(ROUTE, json=payload).raise_for_status()
+    before = route_seconds(client, ROUTE)
+    latencies = []
+    response = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        response = client.post(ROUTE, json=payload)
+        latencies.append(time.perf_counter() - start)
+        response.raise_for_status()
+    after = route_seconds(client, ROUTE)
+    assert response is not None
+    doc = response.json()
+    ms = [1e3 * t for t in latencies]
+    server = 1e3 * (after[0] - before[0]) / (after[1] - before[1]) if after[1] > before[1] else float("nan")
+    core = 1e3 * in_process_s(payload, repeat)
+    print(f"{name}: POST {ROUTE}, {repeat} runs after {warmup}, {len(response.content) / 1e3:.0f} kB of JSON")
+    print(
+        f"  {doc['searched']} configurations searched: {doc['invalid']} invalid, {doc['pruned_for_memory']} pruned"
+        f" for memory, {doc['evaluated']} timed"
+    )
+    print(f"  latency: median {statistics.median(ms):.0f} ms, p90 {percentile(ms, 0.9):.0f} ms, min {min(ms):.0f} ms")
+    print(f"  server-side (middleware histogram, mean): {server:.0f} ms; the search alone in-process: {core:.0f} ms")
+    met = statistics.median(ms) < 1e3 * TARGET_S
+    print(f"  target median latency < {TARGET_S:.0f} s: {'met' if met else 'MISSED'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.plan_training", description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--case", choices=sorted(CASES), action="append", help="default: every case")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="ridgeline-bench-") as tmp:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        log = Path(tmp) / "server.log"
+        command = [*ridgeline_command(), "serve", "--port", str(port), "--database-url", f"sqlite:///{tmp}/bench.db"]
+        with log.open("w") as log_file:
+            proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ})
+            try:
+                wait_healthy(url, proc)
+                with httpx.Client(base_url=url, timeout=120) as client:
+                    for name in args.case or list(CASES):
+                        run_case(client, name, args.repeat, args.warmup)
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
