@@ -10,15 +10,13 @@ import numpy as np
 
 import roofline
 from adapters._errors import InvalidField
-from adapters._inference import inference_run, transformer
+from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
 from roofline.serving import EngineSpec, Objectives, Requests, Scheduler, ServingConfigError, ServingEstimate
 from roofline.serving import requests as draw
 from schemas.hardware import HardwareSpec
 from schemas.inference import Implementation
 from schemas.models import ModelSpec
 from schemas.serving import EngineOptions, LengthKind, Lengths, Mode, ServingParallelism, ServingRequest
-
-SECONDS_PER_HOUR = 3600.0
 
 
 def _scheduler(opts: EngineOptions) -> Scheduler:

@@ -62,7 +62,6 @@ class Engine:
         # the iteration in flight
         self.k = 0
         self.chunks: list[tuple[int, int]] = []  # (request, tokens) computed this iteration
-        self.started = 0.0
 
     # -- KV cache ------------------------------------------------------------------------------------------------
 
@@ -73,9 +72,13 @@ class Engine:
         sim = self.sim
         if self.sched.kv_policy == "reserve":
             return self.blocks(sim.reserve[rid]) <= self.free_blocks
-        used = self.context + self.held + (self.decoding + len(self.prefilling)) * self.block / 2.0
+        used = self._used_tokens()
         need = sim.prompt[rid] if self.role != "decode" else sim.prompt[rid] + 1
         return used + need + 0.01 * self.pool_tokens <= self.pool_tokens  # vLLM's 1 % watermark
+
+    def _used_tokens(self) -> float:
+        """On demand: tokens the pool holds, half a block of rounding per sequence."""
+        return self.context + self.held + (self.decoding + len(self.prefilling)) * self.block / 2.0
 
     def take(self, rid: int) -> None:
         if self.sched.kv_policy == "reserve":
@@ -90,7 +93,7 @@ class Engine:
     def kv_used(self) -> float:
         if self.sched.kv_policy == "reserve":
             return 1.0 - self.free_blocks / max(1, self.sched.kv_blocks)
-        used = self.context + self.held + (self.decoding + len(self.prefilling)) * self.block / 2.0
+        used = self._used_tokens()
         return min(1.0, used / self.pool_tokens)
 
     # -- the iteration -------------------------------------------------------------------------------------------
@@ -134,7 +137,7 @@ class Engine:
         if not chunks and d == 0:
             self.busy = False
             return None
-        self.busy, self.started, self.chunks = True, now, chunks
+        self.busy, self.chunks = True, chunks
         over = sched.iteration_overhead_s
         if not chunks:
             if sched.kv_policy == "on_demand":

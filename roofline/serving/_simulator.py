@@ -89,7 +89,6 @@ class Simulation:
         self.engines = self.front + self.back
         self.index = {id(e): i for i, e in enumerate(self.engines)}
         self.pending: deque[int] = deque()
-        self.rr = 0
 
     # -- callbacks from engines ----------------------------------------------------------------------------------
 
@@ -171,11 +170,8 @@ class Simulation:
             self.push(end, END, self.index[id(engine)])
 
     def _route(self, engines: list[Engine]) -> Engine:
-        """Round-robin when the engines are alike in load, else the least loaded (fewest requests held)."""
-        if len(engines) == 1:
-            return engines[0]
-        best = min(engines, key=lambda e: len(e.waiting) + len(e.prefilling) + e.decoding)
-        return best
+        """The least loaded engine (fewest requests held; the first of equals)."""
+        return min(engines, key=lambda e: len(e.waiting) + len(e.prefilling) + e.decoding)
 
 
 def simulate(
@@ -217,7 +213,3 @@ def simulate(
         if merged.series is not None and tr.series is not None and e == 0:
             merged.series.extend(tr.series)
     return merged
-
-
-def default_scheduler(kind: str) -> Scheduler:
-    return Scheduler(kind=kind)

@@ -196,7 +196,7 @@ def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_co
     p = run.parallelism.pipeline
     send = (
         ev.collective(run.system, "send_recv", run.parallelism.tensor * p,
-                      tokens * run.model.hidden * _bytes(run), run.precision.activations)
+                      tokens * run.model.hidden * dtype_bytes(run.precision.activations), run.precision.activations)
         if p > 1 else None
     )  # fmt: skip
     ev.run()
@@ -222,10 +222,6 @@ def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_co
     mine = [surface.time(q, [(q, c)], 0.0, 0.0, 1.0) - send_s(q) for q, c in zip(mq_q, mq_c, strict=True)]
     err_pre = np.abs(np.array(mine) - core_pre) / core_pre
     return replace(surface, error=float(max(err_dec.max(initial=0.0), err_pre.max(initial=0.0))))
-
-
-def _bytes(run: InferenceRun) -> float:
-    return dtype_bytes(run.precision.activations)
 
 
 def _split(ps: Pass) -> tuple[Array, Array, float]:
