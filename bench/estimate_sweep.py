@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,28 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60)
             pass
         time.sleep(0.2)
     raise SystemExit("ridgeline serve did not become healthy in time")
+
+
+@contextmanager
+def local_server(extra: tuple[str, ...] = (), database_url: str | None = None) -> Iterator[tuple[str, int]]:
+    """`ridgeline serve` on a free port (SQLite in a temporary directory unless `database_url`), healthy; yields its
+    URL and process id, and stops it on the way out."""
+    with tempfile.TemporaryDirectory(prefix="ridgeline-bench-") as tmp:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        command = [*ridgeline_command(), "serve", "--port", str(port), *extra,
+                   "--database-url", database_url or f"sqlite:///{tmp}/bench.db"]  # fmt: skip
+        with (Path(tmp) / "server.log").open("w") as log_file:
+            proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ})
+            try:
+                wait_healthy(url, proc)
+                yield url, proc.pid
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
 
 
 def route_seconds(client: httpx.Client, route: str = ROUTE) -> tuple[float, float]:
@@ -108,39 +132,24 @@ def main(argv: list[str] | None = None) -> int:
 
     payload = (list_body if args.list else body)(args.m_values, args.n_values, args.hardware)
     points = args.m_values * args.n_values
-    with tempfile.TemporaryDirectory(prefix="ridgeline-bench-") as tmp:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = Path(tmp) / "server.log"
-        command = [*ridgeline_command(), "serve", "--port", str(port), "--database-url", f"sqlite:///{tmp}/bench.db"]
-        with log.open("w") as log_file:
-            proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ})
-            try:
-                wait_healthy(url, proc)
-                with httpx.Client(base_url=url, timeout=60) as client:
-                    for _ in range(args.warmup):
-                        response = client.post(ROUTE, json=payload)
-                        response.raise_for_status()
-                        assert len(response.json()["items"]) == points
-                    before = route_seconds(client)
-                    latencies, parse, sizes = [], [], []
-                    for _ in range(args.repeat):
-                        start = time.perf_counter()
-                        response = client.post(ROUTE, json=payload)
-                        received = time.perf_counter()
-                        items = response.json()["items"]
-                        parse.append(time.perf_counter() - received)
-                        latencies.append(received - start)
-                        response.raise_for_status()
-                        assert len(items) == points
-                        sizes.append(len(response.content))
-                    after = route_seconds(client)
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+    with local_server() as (url, _), httpx.Client(base_url=url, timeout=60) as client:
+        for _ in range(args.warmup):
+            response = client.post(ROUTE, json=payload)
+            response.raise_for_status()
+            assert len(response.json()["items"]) == points
+        before = route_seconds(client)
+        latencies, parse, sizes = [], [], []
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            response = client.post(ROUTE, json=payload)
+            received = time.perf_counter()
+            items = response.json()["items"]
+            parse.append(time.perf_counter() - received)
+            latencies.append(received - start)
+            response.raise_for_status()
+            assert len(items) == points
+            sizes.append(len(response.content))
+        after = route_seconds(client)
 
     ms = [1e3 * t for t in latencies]
     median, p90 = statistics.median(ms), percentile(ms, 0.9)

@@ -18,18 +18,14 @@ duplicates a data group of one makes are dropped):
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 import adapters
-from bench.estimate_sweep import free_port, percentile, ridgeline_command, route_seconds, wait_healthy
+from bench.estimate_sweep import local_server, percentile, route_seconds
 from hardware_db import load_hardware, load_models
 from schemas.training_plan import TrainingPlanRequest
 
@@ -96,24 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--case", choices=sorted(CASES), action="append", help="default: every case")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="ridgeline-bench-") as tmp:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = Path(tmp) / "server.log"
-        command = [*ridgeline_command(), "serve", "--port", str(port), "--database-url", f"sqlite:///{tmp}/bench.db"]
-        with log.open("w") as log_file:
-            proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ})
-            try:
-                wait_healthy(url, proc)
-                with httpx.Client(base_url=url, timeout=120) as client:
-                    for name in args.case or list(CASES):
-                        run_case(client, name, args.repeat, args.warmup)
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+    with local_server() as (url, _), httpx.Client(base_url=url, timeout=120) as client:
+        for name in args.case or list(CASES):
+            run_case(client, name, args.repeat, args.warmup)
     return 0
 
 
