@@ -71,6 +71,7 @@ from adapters._inference import (
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
 from adapters._serving import estimate_serving, render_serving, serving_requests
+from adapters._serving_plan import Hardware, PlanOutcome, plan_serving
 from adapters._training import estimate_training, render_training, training_run
 from adapters._training_plan import plan_training, render_training_plan
 
@@ -85,8 +86,10 @@ __all__ = [
     "CollectiveGroup",
     "Fitted",
     "FittedGroup",
+    "Hardware",
     "InvalidField",
     "OpGroup",
+    "PlanOutcome",
     "Predictions",
     "Prepared",
     "RunCorrector",
@@ -115,6 +118,7 @@ __all__ = [
     "memory_bytes_per_s",
     "non_finite",
     "op_kind",
+    "plan_serving",
     "plan_training",
     "predict",
     "prepare_run",

@@ -1,6 +1,7 @@
-"""Latency of whole-inference estimates and plans against a real `ridgeline serve` (issue 4's speed bars).
+"""Latency of whole-inference estimates against a real `ridgeline serve` (issue 4's speed bars; the planner's is
+`bench.plan_serving`).
 
-    .venv/bin/python -m bench.inference_speed [--repeat 10] [--warmup 2] [--case decode-128k|batch-100|plan]
+    .venv/bin/python -m bench.inference_speed [--repeat 10] [--warmup 2] [--case decode-128k|batch-100]
 
 Starts `ridgeline serve` on SQLite in a temporary directory on a free port, waits for /healthz, and for each case
 posts its request `--warmup` times untimed and `--repeat` times timed (one at a time, keep-alive). Prints the median
@@ -13,8 +14,6 @@ Cases and targets (issue 4), on the 2-core development machine:
   131 072 output tokens (131 071 decode steps): server time < 50 ms.
 - batch-100: 100 configurations in one POST /v1/estimate/inference/batch, a capacity sweep of Llama 3 70B on H100
   over 5 batch sizes × TP 1, 2, 4, 8 × 5 weight dtypes (2048 prompt and 512 output tokens each): < 1 s.
-- plan: POST /v1/plan of Llama 3 70B over 4 hardware profiles × TP 1-8 × 12 batch sizes × 3 dtypes (TP 3, 5, 6, 7
-  do not divide its 64 heads and are skipped: 576 configurations estimated): < 2 s.
 """
 
 from __future__ import annotations
@@ -59,26 +58,6 @@ CASES: dict[str, tuple[str, dict[str, Any], float]] = {
         },
         1.0,
     ),
-    "plan": (
-        "/v1/plan",
-        {
-            "model": "llama-3-70b",
-            "hardware": ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200"],
-            "traffic": {"requests_per_s": 20, "prompt_tokens": 2048, "output_tokens": 256},
-            "objectives": {"time_to_first_token_s": 1.0, "time_per_output_token_s": 0.05},
-            "search": {
-                "tensor": [1, 2, 3, 4, 5, 6, 7, 8],
-                "batch": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024],
-                "dtypes": [
-                    {"weights": "bf16"},
-                    {"weights": "fp8", "kv_cache": "fp8"},
-                    {"weights": "int8", "kv_cache": "int8"},
-                ],
-            },
-            "prices": {"a100-sxm-80gb": 1.8, "h100-sxm": 2.9, "h200-sxm": 3.7, "b200": 5.5},
-        },
-        2.0,
-    ),
 }
 
 
@@ -102,8 +81,6 @@ def run_case(client: httpx.Client, name: str, repeat: int, warmup: int) -> None:
     print(f"{name}: POST {route}, {repeat} runs after {warmup}, {len(response.content) / 1e3:.0f} kB of JSON")
     if name == "batch-100":
         print(f"  {len(body['items'])} configurations")
-    if name == "plan":
-        print(f"  {body['evaluated']} configurations estimated, {body['skipped_count']} skipped")
     if name == "decode-128k":
         steps, evaluated = body["decode_step_s"]["steps"], body["assumptions"]["decode_steps_evaluated"]
         print(f"  {steps} decode steps, {evaluated} evaluated")

@@ -23,10 +23,10 @@ MAX_OPS = 10_000  # POST /v1/estimate/ops `ops`: one worker upload's worth
 MAX_SWEEP_POINTS = 100_000  # POST /v1/estimate/ops `sweep`: vectorised, ~1 s at this size on 2 cores
 MAX_SWEEP_FIELDS = 6
 MAX_BATCH_ITEMS = 1000  # POST /v1/estimate/inference/batch: items, or points of a sweep (each a whole run)
-# POST /v1/plan: hardware × tensor × pipeline × batch × dtypes. The issue's 576-configuration plan takes 0.6-1.3 s on
-# 2 cores; 5 000 stays well inside the 30 s request time limit on a loaded host: a bigger plan is a clear 422, not a
-# 503 timeout.
-MAX_PLAN_CONFIGURATIONS = 5_000
+# POST /v1/plan: candidate deployments, each simulated (~5-10 ms on 2 cores, `python -m bench.plan_serving`): 1 500
+# stay well inside the 30 s request time limit on a loaded host; a bigger plan is a clear 422, not a 503 timeout.
+MAX_SERVING_PLAN_CANDIDATES = 1_500
+MAX_PLAN_SEQS = 1024  # POST /v1/plan max_num_seqs: each candidate simulates 2 × max_num_seqs clients' requests
 # POST /v1/plan/training: device counts × layouts searched. Measured with `python -m bench.plan_training` on a 2-core
 # host: a search whose every configuration fits (each timed) costs ~0.1 ms a configuration once the shared op and
 # collective costs are known, so 20 000 answer in ~2 s, inside the 30 s request time limit on a loaded host.

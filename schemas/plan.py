@@ -1,9 +1,11 @@
-"""The capacity planner: `POST /v1/plan`.
+"""The capacity planner: `POST /v1/plan`, on the serving simulator.
 
-Given a model, a traffic shape, service-level objectives and the hardware to consider, the planner estimates every
-configuration of hardware × tensor and pipeline parallelism × batch × dtypes (one replica each), sizes the number of
-replicas the traffic needs, and returns the configurations that meet the objectives, cheapest first, each with its
-estimate; when none does, the closest ones and which objective each misses.
+Given a model, the traffic (a request or output-token rate, the lengths of requests), latency objectives on a
+percentile and the hardware to consider, the planner simulates every candidate deployment of the search — hardware ×
+tensor × pipeline × expert parallelism × dtypes × aggregated or disaggregated (prefill : decode worker ratios) ×
+`max_num_seqs` × chunk budget — at its operating point (a closed loop that fills its batch), sizes the fleet the
+traffic needs, checks the best fleets under the traffic's own arrivals, and returns those that meet the objectives,
+cheapest first, with the engines' launch arguments. When none does: the closest, and what each misses.
 """
 
 from __future__ import annotations
@@ -16,19 +18,23 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 from schemas import limits
 from schemas.common import PositiveFloat
 from schemas.estimates import HardwareRef, Options
-from schemas.inference import Degree, Dtypes, Implementation, InferenceRead, ModelRef, PlainPaths, Tokens
+from schemas.inference import Degree, Dtypes, ModelRef, PlainPaths, Tokens
+from schemas.serving import EngineOptions, Lengths, Mode, Stats
 
-DEFAULT_BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-MAX_CONFIGURATIONS = limits.MAX_PLAN_CONFIGURATIONS
+MAX_CANDIDATES = limits.MAX_SERVING_PLAN_CANDIDATES
 
 
 class Traffic(PlainPaths):
-    """What the fleet must serve: a request rate or an output-token rate, and the shape of a request."""
+    """What the fleet must serve: a request rate or an output-token rate, and the lengths of requests (a fixed
+    count, or a distribution as `POST /v1/estimate/serving` takes it)."""
 
     requests_per_s: PositiveFloat | None = None
     output_tokens_per_s: PositiveFloat | None = None
-    prompt_tokens: Tokens
-    output_tokens: Tokens
+    prompt_tokens: Tokens | Lengths
+    output_tokens: Tokens | Lengths
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = Field(
+        default=0, description="Seeds the lengths drawn and the arrivals of the traffic check."
+    )
 
     @model_validator(mode="after")
     def _one_rate(self) -> Traffic:
@@ -37,117 +43,216 @@ class Traffic(PlainPaths):
         return self
 
 
+class Percentile(StrEnum):
+    p50 = "p50"
+    p90 = "p90"
+    p99 = "p99"
+
+
 class Objectives(PlainPaths):
-    time_to_first_token_s: PositiveFloat | None = Field(
-        default=None, description="Upper bound on the prefill of a batch (time to first token)."
-    )
-    time_per_output_token_s: PositiveFloat | None = Field(
-        default=None, description="Upper bound on the mean decode step (time per output token)."
-    )
+    """Latency objectives (seconds) on one percentile of the requests."""
+
+    ttft_s: PositiveFloat | None = Field(default=None, description="Time to first token, arrival to first token.")
+    tpot_s: PositiveFloat | None = Field(default=None, description="Time per output token after the first.")
+    e2e_s: PositiveFloat | None = Field(default=None, description="Arrival to last token.")
+    percentile: Percentile = Percentile.p90
+
+
+class Ratio(PlainPaths):
+    """A disaggregated unit: `prefill` prefill workers feeding `decode` decode workers."""
+
+    prefill: Annotated[int, Field(ge=1, le=64)] = 1
+    decode: Annotated[int, Field(ge=1, le=64)] = 1
+
+
+Seqs = Annotated[int, Field(ge=1, le=limits.MAX_PLAN_SEQS)]
+Budget = Annotated[int, Field(ge=1, le=limits.MAX_TOKENS)]
 
 
 class Search(PlainPaths):
     tensor: list[Degree] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1, max_length=limits.MAX_LIST)
     pipeline: list[Degree] = Field(default_factory=lambda: [1], min_length=1, max_length=limits.MAX_LIST)
-    batch: list[Annotated[int, Field(ge=1, le=limits.MAX_BATCH)]] = Field(
-        default_factory=lambda: list(DEFAULT_BATCHES),
+    expert: list[Degree] = Field(
+        default_factory=lambda: [1], min_length=1, max_length=limits.MAX_LIST,
+        description="Expert parallelism (MoE models; over the tensor-parallel devices).",
+    )  # fmt: skip
+    dtypes: list[Dtypes] = Field(default_factory=lambda: [Dtypes()], min_length=1, max_length=16)
+    modes: list[Mode] = Field(default_factory=lambda: [Mode.aggregated], min_length=1, max_length=2)
+    ratios: list[Ratio] = Field(
+        default_factory=lambda: [Ratio(prefill=1, decode=1), Ratio(prefill=1, decode=2), Ratio(prefill=2, decode=1)],
+        min_length=1,
+        max_length=16,
+        description="Disaggregated: prefill : decode workers per unit. Each pool's tensor width is searched on its "
+        "own (tensor × tensor).",
+    )
+    max_num_seqs: list[Seqs] = Field(
+        default_factory=lambda: [8, 16, 32, 64, 128, 256],
         min_length=1,
         max_length=limits.MAX_LIST,
-        description="Requests per replica.",
+        description="Sequences per engine (decode engines when disaggregated): vLLM --max-num-seqs, TensorRT-LLM "
+        "max_batch_size.",
     )
-    dtypes: list[Dtypes] = Field(default_factory=lambda: [Dtypes()], min_length=1, max_length=16)
+    max_num_batched_tokens: list[Budget] = Field(
+        default_factory=lambda: [2048, 8192],
+        min_length=1,
+        max_length=limits.MAX_LIST,
+        description="Tokens per iteration of the engines that prefill (the chunk budget): vLLM "
+        "--max-num-batched-tokens, TensorRT-LLM max_num_tokens.",
+    )
     max_devices: Annotated[int, Field(ge=1, le=limits.MAX_DEVICES)] | None = Field(
-        default=None, description="Configurations that need more devices in all miss this objective."
+        default=None, description="Fleets of more devices are left out."
     )
 
-    @field_validator("tensor", "pipeline", "batch")
+    @field_validator("tensor", "pipeline", "expert", "max_num_seqs", "max_num_batched_tokens")
     @classmethod
     def _distinct(cls, values: list[int]) -> list[int]:
         if len(set(values)) != len(values):
             raise ValueError("values must be distinct")
         return values
 
+    def candidates_per_hardware(self) -> int:
+        t, shared = len(self.tensor), len(self.pipeline) * len(self.expert) * len(self.dtypes)
+        shared *= len(self.max_num_seqs) * len(self.max_num_batched_tokens)
+        per = 0
+        if Mode.aggregated in self.modes:
+            per += t
+        if Mode.disaggregated in self.modes:
+            per += t * t * len(self.ratios)
+        return per * shared
+
 
 class PlanRequest(PlainPaths):
     model: ModelRef
     hardware: list[HardwareRef] = Field(min_length=1, max_length=16)
-    options: Options = Field(
-        default_factory=Options, description="Launch overhead and efficiencies, for every profile."
-    )
+    options: Options = Field(default_factory=Options, description="Launch overhead, for every profile.")
     traffic: Traffic
     objectives: Objectives = Field(default_factory=Objectives)
+    engine: EngineOptions = Field(
+        default_factory=EngineOptions,
+        description="The engines' scheduler and KV cache; the search sets max_num_seqs and max_num_batched_tokens.",
+    )
     search: Search = Field(default_factory=Search)
     prices: dict[Annotated[str, Field(max_length=limits.SLUG_LENGTH)], PositiveFloat] = Field(
         default_factory=dict,
         max_length=16,
         description="Price per device hour by hardware slug; with a price for every profile, the cheapest "
-        "configuration ranks first, otherwise the one with the fewest devices.",
+        "fleet ranks first, otherwise the one with the fewest devices.",
     )
-    implementation: Implementation = Field(default_factory=lambda: Implementation(decode_samples=64))
-    max_results: Annotated[int, Field(ge=1, le=100)] = 10
+    max_results: Annotated[int, Field(ge=1, le=50)] = 10
+
+    @field_validator("options")
+    @classmethod
+    def _uncalibrated(cls, options: Options) -> Options:
+        if options.calibration != "none":
+            raise ValueError(
+                'the planner simulates serving with the physical model: calibration must be "none" (calibrations '
+                "apply to POST /v1/estimate/inference)"
+            )
+        return options
 
     # A field validator (hardware comes before search), so that the error names body.search.
     @field_validator("search")
     @classmethod
     def _size(cls, s: Search, info: ValidationInfo) -> Search:
         hardware = len(info.data.get("hardware") or [None])
-        points = hardware * len(s.tensor) * len(s.pipeline) * len(s.batch) * len(s.dtypes)
-        if points > MAX_CONFIGURATIONS:
+        count = hardware * s.candidates_per_hardware()
+        if count > MAX_CANDIDATES:
             raise ValueError(
-                f"the search has {points} configurations (hardware × tensor × pipeline × batch × dtypes); "
-                f"at most {MAX_CONFIGURATIONS} are allowed"
+                f"the search has {count} candidates (hardware × dtypes × pipeline × expert × max_num_seqs × "
+                f"max_num_batched_tokens × (tensor, aggregated + tensor² × ratios, disaggregated)); at most "
+                f"{MAX_CANDIDATES} are allowed"
             )
         return s
 
 
-class Objective(StrEnum):
-    time_to_first_token_s = "time_to_first_token_s"
-    time_per_output_token_s = "time_per_output_token_s"
-    memory = "memory"
-    max_devices = "max_devices"
-
-
-class Miss(BaseModel):
-    objective: Objective
+class Check(BaseModel):
+    objective: str = Field(description="ttft_s, tpot_s or e2e_s, at the request's percentile.")
     target: float
     predicted: float
-    ratio: float = Field(description="predicted / target: how far off (> 1).")
+    ratio: float = Field(description="predicted / target (> 1 misses).")
+
+
+class Role(StrEnum):
+    aggregated = "aggregated"
+    prefill = "prefill"
+    decode = "decode"
+    router = "router"  # trtllm-serve disaggregated, in front of the prefill and decode servers
+
+
+class EnginePlan(BaseModel):
+    role: Role
+    workers: int = Field(description="Engines of this role in one unit.")
+    tensor: int
+    pipeline: int
+    expert: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_blocks: int = Field(description="Blocks of the KV pool per engine (of `block tokens` each).")
+
+
+class Figures(BaseModel):
+    clients: int | None = Field(description="The closed loop's clients (None: the traffic's arrivals).")
+    requests_per_s: float = Field(description="Of one unit.")
+    output_tokens_per_s: float = Field(description="Of one unit.")
+    output_tokens_per_s_per_device: float
+    output_tokens_per_s_per_user: float
+    ttft_s: Stats
+    tpot_s: Stats
+    e2e_s: Stats
+    preemptions: int
+
+
+class Launch(BaseModel):
+    role: Role
+    instances: int = Field(description="Processes to launch with this command, in the whole fleet.")
+    command: str
+    config_yaml: str | None = Field(default=None, description="The file the command's options name, if any.")
+
+
+class Export(BaseModel):
+    vllm: list[Launch]
+    trtllm: list[Launch]
+    trtllm_disaggregated_yaml: str | None = Field(
+        default=None,
+        description="`trtllm-serve disaggregated -c` configuration joining the prefill and decode servers.",
+    )
+    notes: list[str]
 
 
 class PlanCandidate(BaseModel):
+    rank: int
+    label: str
     hardware: str
-    tensor: int
-    pipeline: int
-    batch: int
+    mode: Mode
     dtypes: Dtypes
-    devices_per_replica: int
-    replicas: int = Field(description="Replicas the traffic needs.")
+    engines: list[EnginePlan]
+    devices_per_unit: int
+    units: int = Field(description="Units the traffic needs (aggregated: engines; disaggregated: worker groups).")
     devices: int
-    time_to_first_token_s: float
-    time_per_output_token_s: float | None
-    requests_per_s_per_replica: float
-    output_tokens_per_s_per_replica: float
-    utilisation: float = Field(
-        description="Share of the fleet's capacity the traffic uses: demand / (replicas × what one replica serves)."
+    utilisation: float = Field(description="Demand over the fleet's throughput at the operating point.")
+    operating_point: Figures = Field(description="One unit under a closed loop that fills its batch.")
+    at_traffic: Figures | None = Field(
+        description="One unit under its share of the traffic (Poisson arrivals), once checked."
     )
-    batch_fill_s: float = Field(
-        description="Time for a replica to receive `batch` requests at its share of the traffic. Batches run back to "
-        "back: time_to_first_token_s is the prefill of a full batch and does not include waiting for one to form "
-        "(no queueing or continuous batching is modelled); a fill time far above the batch's run time means a "
-        "smaller batch serves this traffic as well."
-    )
-    memory_per_device_bytes: float
-    capacity_bytes: float
-    fits: bool
+    meets: bool
+    binding: Check | None = Field(description="The objective closest to its bound (under the traffic if checked).")
+    misses: list[Check]
     price_per_device_hour: float | None
     cost_per_hour: float | None
     cost_per_million_tokens: float | None = Field(
-        description="cost_per_hour over the output tokens the traffic asks for in an hour, × 10⁶ (the fleet is paid "
-        "for whole, including capacity the traffic leaves idle)."
+        description="cost_per_hour over the output tokens the traffic asks for in an hour, × 10⁶."
     )
-    meets: bool
-    misses: list[Miss]
-    estimate: InferenceRead | None = Field(default=None, description="The replica's whole inference estimate.")
+    surface_error: float
+    export: Export
+
+
+class FrontierPoint(BaseModel):
+    label: str
+    hardware: str
+    mode: Mode
+    output_tokens_per_s_per_user: float
+    output_tokens_per_s_per_device: float
+    meets_at_operating_point: bool
 
 
 class RankedBy(StrEnum):
@@ -156,25 +261,44 @@ class RankedBy(StrEnum):
 
 
 class PlanRead(BaseModel):
-    feasible: list[PlanCandidate] = Field(description="Configurations that meet every objective, best first.")
-    closest: list[PlanCandidate] = Field(
-        description="When none meets them: the configurations that miss by the least (the largest predicted / "
-        "target ratio over their misses), each with its misses."
-    )
+    model: str
+    demand_requests_per_s: float
+    percentile: Percentile
     ranked_by: RankedBy
-    evaluated: int = Field(description="Configurations estimated.")
-    skipped: list[str] = Field(description="Configurations that cannot run, and why (at most 20 listed).")
-    skipped_count: int
+    feasible: list[PlanCandidate] = Field(description="Fleets that meet every objective under the traffic, best first.")
+    closest: list[PlanCandidate] = Field(
+        description="When none meets them: the candidates that miss by least (largest predicted / target ratio)."
+    )
+    frontier: list[FrontierPoint] = Field(
+        description="Pareto frontier of the candidates' operating points: output tokens/s per device against per user."
+    )
+    candidates: int = Field(description="Candidates in the search.")
+    evaluated: int = Field(description="Candidates simulated (the rest cannot run).")
+    checked_at_traffic: int
+    pruned: int = Field(
+        description="Candidates not simulated: the same engines with a smaller max_num_seqs already miss the TPOT "
+        "objective (a larger batch only makes each iteration longer)."
+    )
+    invalid: list[str] = Field(description="Candidates that cannot run, and why (at most 20 listed).")
+    invalid_count: int
+    assumptions: dict[str, str]
 
 
 __all__ = [
-    "Miss",
-    "Objective",
+    "Check",
+    "EnginePlan",
+    "Export",
+    "Figures",
+    "FrontierPoint",
+    "Launch",
     "Objectives",
+    "Percentile",
     "PlanCandidate",
     "PlanRead",
     "PlanRequest",
     "RankedBy",
+    "Ratio",
+    "Role",
     "Search",
     "Traffic",
 ]

@@ -332,23 +332,35 @@ INFERENCE_BATCH_EXAMPLES = {
 }
 PLAN_EXAMPLES = {
     "llama-70b-chat": Example(
-        summary="Llama-3-70B chat at 20 requests/s (2k prompt, 256 output) within 1 s TTFT and 50 ms TPOT",
+        summary="Llama-3-70B chat at 20 requests/s (2k prompt, 256 output): p90 TTFT ≤ 1 s, TPOT ≤ 50 ms",
         value={
             "model": "llama-3-70b",
             "hardware": ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200"],
             "traffic": {"requests_per_s": 20, "prompt_tokens": 2048, "output_tokens": 256},
-            "objectives": {"time_to_first_token_s": 1.0, "time_per_output_token_s": 0.05},
+            "objectives": {"ttft_s": 1.0, "tpot_s": 0.05, "percentile": "p90"},
             "search": {
                 "tensor": [1, 2, 4, 8],
-                "batch": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024],
-                "dtypes": [
-                    {"weights": "bf16"},
-                    {"weights": "fp8", "kv_cache": "fp8"},
-                    {"weights": "int8", "kv_cache": "int8"},
-                ],
+                "max_num_seqs": [16, 32, 64, 128, 256],
+                "max_num_batched_tokens": [2048, 8192],
+                "dtypes": [{"weights": "bf16"}, {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}],
             },
             "prices": {"a100-sxm-80gb": 1.8, "h100-sxm": 2.9, "h200-sxm": 3.7, "b200": 5.5},
             "max_results": 5,
+        },
+    ),
+    "disaggregated": Example(
+        summary="Llama-3-8B, long prompts: aggregated against disaggregated prefill/decode on H100s, p99 objectives",
+        value={
+            "model": "llama-3-8b",
+            "hardware": ["h100-sxm"],
+            "traffic": {"output_tokens_per_s": 20000,
+                        "prompt_tokens": {"kind": "lognormal", "mean": 6000, "std": 2000},
+                        "output_tokens": {"kind": "lognormal", "mean": 300, "std": 100}},
+            "objectives": {"ttft_s": 2.0, "tpot_s": 0.03, "percentile": "p99"},
+            "search": {"tensor": [1, 2], "modes": ["aggregated", "disaggregated"],
+                       "ratios": [{"prefill": 1, "decode": 1}, {"prefill": 2, "decode": 1}],
+                       "max_num_seqs": [32, 64, 128], "max_num_batched_tokens": [8192]},
+            "max_results": 3,
         },
     ),
     "impossible": Example(
@@ -357,11 +369,12 @@ PLAN_EXAMPLES = {
             "model": "llama-3.1-405b",
             "hardware": ["h100-sxm"],
             "traffic": {"output_tokens_per_s": 5000, "prompt_tokens": 8192, "output_tokens": 512},
-            "objectives": {"time_to_first_token_s": 0.1, "time_per_output_token_s": 0.005},
+            "objectives": {"ttft_s": 0.1, "tpot_s": 0.005},
+            "search": {"tensor": [8], "pipeline": [2], "max_num_seqs": [8, 32]},
             "max_results": 3,
         },
     ),
-}
+}  # fmt: skip
 
 TRAINING_EXAMPLES = {
     "llama-2-13b-megatron": Example(

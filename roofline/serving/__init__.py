@@ -14,151 +14,69 @@ disaggregated prefill and decode; Little (1961) for L = λW.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
-
-from roofline.collectives import collective
-from roofline.inference import InferenceRun, Parallelism, kv_bytes_per_sequence, weights_per_device
-from roofline.inference._memory import activation_bytes_per_sequence
 from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError
+from roofline.serving._deploy import (
+    EngineSpec,
+    PoolMemory,
+    ServingRun,
+    kv_pool_blocks,
+    pool_memory,
+    prepare,
+    transfer_function,
+)
+from roofline.serving._plan import (
+    Check,
+    Deployment,
+    Entry,
+    Point,
+    ServingPlan,
+    Sized,
+    SurfaceCache,
+    Targets,
+    check_at_traffic,
+    operating_point,
+    pareto,
+    plan_serving,
+    size,
+)
 from roofline.serving._results import Distribution, Objectives, ServingEstimate, summarise
 from roofline.serving._simulator import Pool, Trace, simulate
-from roofline.serving._surface import IterationSurface, build_surface
+from roofline.serving._surface import IterationSurface
 
 __all__ = [
     "KV_POLICIES",
     "SCHEDULERS",
+    "Check",
+    "Deployment",
     "Distribution",
     "EngineSpec",
+    "Entry",
     "IterationSurface",
     "Objectives",
+    "Point",
     "Pool",
+    "PoolMemory",
     "Requests",
     "Scheduler",
     "ServingConfigError",
     "ServingEstimate",
+    "ServingPlan",
     "ServingRun",
+    "Sized",
+    "SurfaceCache",
+    "Targets",
     "Trace",
+    "check_at_traffic",
     "estimate_serving",
     "kv_pool_blocks",
+    "operating_point",
+    "pareto",
+    "plan_serving",
+    "pool_memory",
     "prepare",
     "simulate",
+    "size",
 ]
-
-
-@dataclass(frozen=True)
-class EngineSpec:
-    """`replicas` engines each on `run.parallelism`'s tensor × pipeline devices (a pipeline of p stages runs p
-    micro-batches in flight: p virtual engines, vLLM's `virtual_engine`, each iterating over all stages);
-    `memory_fraction` of device memory the engine may use (vLLM `gpu_memory_utilization`, 0.9)."""
-
-    run: InferenceRun
-    scheduler: Scheduler
-    replicas: int = 1
-    memory_fraction: float = 0.9
-
-    @property
-    def devices(self) -> int:
-        par = self.run.parallelism
-        return self.replicas * par.tensor * par.pipeline * par.data
-
-
-@dataclass(frozen=True)
-class ServingRun:
-    """Engines prepared for simulation: the surfaces built, the KV pools sized."""
-
-    front: Pool
-    back: Pool | None
-    transfer_s: float | None  # per prompt token of KV moved from prefill to decode (None: aggregated)
-    devices: int
-    kv_blocks: tuple[int, ...]
-    surface_error: float
-
-
-def kv_pool_blocks(spec: EngineSpec, max_context: int) -> int:
-    """Blocks of the paged KV pool on one device: memory the engine may use, less the weights and the activations of
-    a full token budget, over one block's KV (the busiest pipeline stage's layers, as the core counts them)."""
-    run, sched = spec.run, spec.scheduler
-    m, par, prec = run.model, run.parallelism, run.precision
-    hw = run.system.hardware
-    act = activation_bytes_per_sequence(m, par, prec, float(sched.max_num_batched_tokens), False)
-    free = spec.memory_fraction * hw.memory_capacity_bytes - weights_per_device(m, par, prec) - act
-    per_token = kv_bytes_per_sequence(m, par, prec, float(max_context)) / max_context
-    return max(0, math.floor(free / (per_token * sched.block_size)))
-
-
-def _pool(spec: EngineSpec, requests: Requests, field: str, decode_only: bool = False) -> tuple[Pool, int, float]:
-    sched = spec.scheduler
-    p = spec.run.parallelism.pipeline
-    longest = int((requests.prompt + requests.output).max())
-    blocks = sched.kv_blocks or kv_pool_blocks(spec, longest)
-    per_engine = blocks // p
-    need = -(-longest // sched.block_size)
-    if per_engine < need:
-        raise ServingConfigError(
-            f"{field}.memory_fraction",
-            f"the KV pool holds {per_engine * sched.block_size} tokens per engine, not one request of {longest}: "
-            "more devices, a narrower KV dtype or a larger memory fraction",
-        )
-    if sched.kind in ("continuous", "static") and not decode_only:
-        widest = int(requests.prompt.max())
-        if sched.kind == "continuous" and widest > sched.max_num_batched_tokens:
-            raise ServingConfigError(
-                f"{field}.max_num_batched_tokens",
-                f"{sched.max_num_batched_tokens} is below the longest prompt ({widest}); without chunked prefill a "
-                "prompt runs whole",
-            )
-    tokens = sched.max_num_batched_tokens
-    if sched.kind == "static":
-        tokens = sched.max_num_seqs * int(requests.prompt.max())
-    surface = build_surface(spec.run, max(tokens, 1), sched.max_num_seqs, longest)
-    scheduler = replace(sched, kv_blocks=per_engine)
-    hw = spec.run.system.hardware
-    engines = spec.replicas * p * spec.run.parallelism.data  # attention data-parallel ranks schedule on their own
-    return Pool(surface, scheduler, engines, hw.launch_s), per_engine, surface.error
-
-
-def prepare(front: EngineSpec, requests: Requests, back: EngineSpec | None = None,
-            transfer_free: bool = False) -> ServingRun:  # fmt: skip
-    """Build the engines' surfaces and pools for `requests`; `back` the decode workers when disaggregated."""
-    if front.scheduler.kind not in SCHEDULERS:
-        raise ServingConfigError("scheduler.kind", f"one of {', '.join(SCHEDULERS)}")
-    if front.scheduler.kv_policy not in KV_POLICIES:
-        raise ServingConfigError("scheduler.kv_policy", f"one of {', '.join(KV_POLICIES)}")
-    pool, blocks, error = _pool(front, requests, "prefill.engine" if back else "engine")
-    if back is None:
-        return ServingRun(pool, None, None, front.devices, (blocks,), error)
-    back_pool, back_blocks, back_error = _pool(back, requests, "decode.engine", decode_only=True)
-    per_token = 0.0 if transfer_free else _transfer_per_token(front, back, requests)
-    return ServingRun(pool, back_pool, per_token, front.devices + back.devices, (blocks, back_blocks),
-                      max(error, back_error))  # fmt: skip
-
-
-def _transfer_per_token(front: EngineSpec, back: EngineSpec, requests: Requests) -> float:
-    """Seconds per prompt token to move a request's KV cache from its prefill worker to its decode worker: the
-    whole cache (every layer, unsplit) over min(prefill, decode) devices sending in parallel, each a point-to-point
-    send on the profile's fabric among the two workers' devices (`roofline.collectives`, DistServe §4.3)."""
-    run = front.run
-    m, prec = run.model, run.precision
-    mean_prompt = float(requests.prompt.mean())
-    whole = kv_bytes_per_sequence(m, Parallelism(), prec, mean_prompt)
-    fp, bp = front.run.parallelism, back.run.parallelism
-    links = min(fp.tensor * fp.pipeline, bp.tensor * bp.pipeline)
-    span = fp.tensor * fp.pipeline + bp.tensor * bp.pipeline
-    topology = run.system.topology
-    if topology is None:
-        raise ServingConfigError("hardware", f"{run.system.hardware.name} has no fabric to move the KV cache over")
-    fabric = None
-    for devices in range(span, 2 * span + 72):  # the smallest whole set of nodes holding both workers
-        try:
-            fabric = topology(devices)
-            break
-        except ValueError:
-            continue
-    if fabric is None:
-        raise ServingConfigError("decode.parallelism", f"no fabric joins {span} devices of the two workers")
-    seconds = float(collective("send_recv", whole / links, fabric).time_s)
-    return seconds / mean_prompt
 
 
 def estimate_serving(
@@ -173,7 +91,5 @@ def estimate_serving(
     """Simulate `requests` on the engines: aggregated (`front` serves both phases) or disaggregated (`front` the
     prefill workers, `back` the decode workers)."""
     ready = prepared or prepare(front, requests, back, transfer_free)
-    per_token = ready.transfer_s
-    transfer = (lambda prompt: per_token * prompt) if per_token is not None else None
-    trace = simulate(requests, ready.front, ready.back, transfer, series)
+    trace = simulate(requests, ready.front, ready.back, transfer_function(ready), series)
     return summarise(trace, requests, ready.devices, objectives or Objectives())

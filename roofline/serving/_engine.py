@@ -193,11 +193,12 @@ class Engine:
                 self.held -= sim.prompt[rid]
             sim.first_token(rid, now)
             sim.left[rid] -= 1
-            if self.role == "prefill":
+            if sim.left[rid] <= 0:  # a one-token answer ends with its prompt, on any engine
+                self.release(rid)
+                sim.finished(rid, now, self)
+            elif self.role == "prefill":
                 self.release(rid)
                 sim.handoff(rid, now)
-            elif sim.left[rid] <= 0:
-                self.release(rid)
                 sim.finished(rid, now, self)
             else:
                 self._join(rid)

@@ -243,36 +243,3 @@ def test_calibration_choices_without_data(client: TestClient, calibration: dict[
     assert missing.status_code == 404 and missing.json()["detail"][0]["field"] == "body.options.calibration"
     batch = client.post("/v1/estimate/inference/batch", json={"items": [RUN, with_calibration(RUN, 999_999)]})
     assert batch.status_code == 404 and batch.json()["detail"][0]["field"] == "body.items.1.options.calibration"
-
-
-def test_the_planner_takes_a_calibration_per_profile(client: TestClient, calibration: dict[str, Any]) -> None:
-    """A plan over the calibrated A100 and an uncalibrated H100 with "latest": the A100's candidates are estimated
-    with the calibration, exactly as /v1/estimate/inference estimates them, the H100's with the physical model and a
-    note; the ranking sees the calibrated times."""
-    body = {
-        "model": "seed-calculator",
-        "hardware": [A100, "h100-sxm"],
-        "options": {"launch_overhead_s": GRAPH_LAUNCH_S, "calibration": "latest"},
-        "traffic": {"requests_per_s": 50, "prompt_tokens": 128, "output_tokens": 16},
-        "objectives": {"time_per_output_token_s": 1e-6},  # nothing meets it: every candidate is among the closest
-        "search": {"tensor": [1], "batch": [10]},
-        "implementation": {"decode_samples": 2048},
-    }
-    response = client.post("/v1/plan", json=body)
-    assert response.status_code == 200, response.text
-    by_hardware = {c["hardware"]: c for c in response.json()["closest"]}
-    a100, h100 = by_hardware[A100], by_hardware["h100-sxm"]
-    single = infer(client, with_calibration(RUN, "latest"))
-    assert a100["time_per_output_token_s"] == pytest.approx(single["time_per_output_token_s"], rel=1e-12)
-    assert a100["time_to_first_token_s"] == pytest.approx(single["prefill_time_s"], rel=1e-12)
-    assert a100["estimate"]["assumptions"]["calibration"]["applied"]["matmul/bf16"]["id"] == calibration["id"]
-    ffn_up = rows(a100["estimate"], "decode")["ffn_up"]
-    assert ffn_up["time_s"] == pytest.approx(MATMUL_RATIO * ffn_up["raw_time_s"], rel=1e-6)
-    assert "no calibration for 'h100-sxm'" in h100["estimate"]["assumptions"]["calibration"]["note"]
-    plain = infer(client, {**RUN, "hardware": "h100-sxm"})
-    assert h100["time_per_output_token_s"] == pytest.approx(plain["time_per_output_token_s"], rel=1e-12)
-    # A calibration id is one profile's: naming it for a search over two is a 422 that names the field.
-    by_id = {**body, "options": {"calibration": calibration["id"]}}
-    wrong = client.post("/v1/plan", json=by_id)
-    assert wrong.status_code == 422 and wrong.json()["detail"][0]["field"] == "body.options.calibration"
-    assert client.post("/v1/plan", json={**by_id, "hardware": [A100]}).status_code == 200

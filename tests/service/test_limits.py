@@ -158,17 +158,17 @@ PLAN = {
 }
 
 
-def test_plan_search_over_5000_configurations(client: TestClient) -> None:
-    search = {"tensor": list(range(1, 17)), "pipeline": list(range(1, 9)), "batch": list(range(1, 21))}
+def test_plan_search_over_1500_candidates(client: TestClient) -> None:
+    search = {"tensor": list(range(1, 17)), "max_num_seqs": list(range(1, 21)), "max_num_batched_tokens": [1, 2, 3]}
     response = client.post("/v1/plan", json={**PLAN, "hardware": ["h100-sxm", "a100-sxm-80gb"], "search": search})
-    detail = assert_error(response, 422, "validation_error", "body.search")  # 2 × 16 × 8 × 20 × 1 = 5 120
-    assert detail["message"].startswith("the search has 5120 configurations")
-    assert "at most 5000 are allowed" in detail["message"]
+    detail = assert_error(response, 422, "validation_error", "body.search")  # 2 × 16 × 20 × 3 = 1 920
+    assert detail["message"].startswith("the search has 1920 candidates")
+    assert "at most 1500 are allowed" in detail["message"]
 
 
 def test_plan_search_axis_over_64_values(client: TestClient) -> None:
-    response = client.post("/v1/plan", json={**PLAN, "search": {"batch": list(range(1, 66))}})
-    detail = assert_error(response, 422, "validation_error", "body.search.batch")
+    response = client.post("/v1/plan", json={**PLAN, "search": {"max_num_seqs": list(range(1, 66))}})
+    detail = assert_error(response, 422, "validation_error", "body.search.max_num_seqs")
     assert "at most 64 items" in detail["message"]
 
 
@@ -244,9 +244,9 @@ def test_collective_participants_and_message(client: TestClient) -> None:
 
 
 def test_plan_max_devices_and_batch(client: TestClient) -> None:
-    response = client.post("/v1/plan", json={**PLAN, "search": {"batch": [2**21], "max_devices": 10**9}})
+    response = client.post("/v1/plan", json={**PLAN, "search": {"max_num_seqs": [2**21], "max_devices": 10**9}})
     assert response.status_code == 422
-    assert set(fields(response)) == {"body.search.batch.0", "body.search.max_devices"}
+    assert set(fields(response)) == {"body.search.max_num_seqs.0", "body.search.max_devices"}
 
 
 def test_a_denormal_efficiency_would_make_every_time_infinite(client: TestClient) -> None:
@@ -295,7 +295,7 @@ def test_non_finite_numbers_in_estimates(client: TestClient, token: str) -> None
         ("/v1/plan", {**PLAN, "traffic": {**PLAN["traffic"], "requests_per_s": "@"}},  # type: ignore[dict-item]
          "body.traffic.requests_per_s"),
         ("/v1/plan", {**PLAN, "prices": {"h100-sxm": "@"}}, "body.prices.h100-sxm"),
-        ("/v1/plan", {**PLAN, "objectives": {"time_to_first_token_s": "@"}}, "body.objectives.time_to_first_token_s"),
+        ("/v1/plan", {**PLAN, "objectives": {"ttft_s": "@"}}, "body.objectives.ttft_s"),
     ]  # fmt: skip
     for path, body, field in cases:
         text = json.dumps(body).replace('"@"', token)

@@ -1,12 +1,15 @@
-"""POST /v1/plan over HTTP, on SQLite and PostgreSQL: configurations that meet the objectives, cheapest first, and
-the closest misses when none does. Arithmetic of sizing by hand: replicas = ⌈demand / (batch / total time)⌉."""
+"""POST /v1/plan over HTTP, on SQLite and PostgreSQL: fleets that meet the objectives under the traffic, cheapest
+first, sized by hand from their operating points; the engines' launch arguments; the Pareto frontier and its chart;
+the closest misses when nothing meets; bad input."""
 
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any
 
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 
 from schemas.plan import PlanRead
@@ -16,9 +19,10 @@ BASE: dict[str, Any] = {
     "model": "llama-3-8b",
     "hardware": ["a100-sxm-80gb", "h100-sxm"],
     "traffic": {"requests_per_s": 10, "prompt_tokens": 1024, "output_tokens": 128},
-    "objectives": {"time_to_first_token_s": 2.0, "time_per_output_token_s": 0.05},
-    "search": {"tensor": [1, 2], "batch": [1, 8, 32], "dtypes": [{"weights": "bf16"}, {"weights": "fp8"}]},
+    "objectives": {"ttft_s": 0.5, "tpot_s": 0.03},
+    "search": {"tensor": [1, 2], "max_num_seqs": [16, 64], "max_num_batched_tokens": [4096]},
     "prices": {"a100-sxm-80gb": 1.5, "h100-sxm": 3.0},
+    "max_results": 4,
 }
 
 
@@ -43,106 +47,165 @@ def test_every_swagger_example_answers(client: TestClient, name: str) -> None:
     assert result["feasible"] or result["closest"]
 
 
-def test_feasible_configurations_meet_every_objective_cheapest_first(client: TestClient) -> None:
+def test_fleets_meet_the_objectives_under_the_traffic_cheapest_first(client: TestClient) -> None:
     r = plan(client, BASE)
-    assert r["ranked_by"] == "cost"
-    # fp8 weights on an A100 (no fp8 matmul) still run: weight-only quantisation computes in bf16.
-    assert r["evaluated"] == 2 * 2 * 3 * 2 and r["skipped_count"] == 0
+    assert r["ranked_by"] == "cost" and r["candidates"] == 2 * 2 * 2
+    assert r["evaluated"] + r["pruned"] + r["invalid_count"] == r["candidates"]
     feasible = r["feasible"]
     assert feasible and not r["closest"]
     costs = [c["cost_per_hour"] for c in feasible]
     assert costs == sorted(costs)
     for c in feasible:
-        assert c["meets"] and not c["misses"] and c["fits"]
-        assert c["time_to_first_token_s"] <= 2.0 and c["time_per_output_token_s"] <= 0.05
-        est = c["estimate"]
-        assert est["prefill_time_s"] == c["time_to_first_token_s"]
-        assert est["time_per_output_token_s"] == c["time_per_output_token_s"]
-        per_replica = c["batch"] / est["total_time_s"]  # requests per second of one replica
-        assert c["requests_per_s_per_replica"] == pytest.approx(per_replica)
-        assert c["replicas"] == math.ceil(10 / per_replica)
-        assert c["devices"] == c["replicas"] * c["tensor"]
+        at = c["at_traffic"]
+        assert c["meets"] and not c["misses"] and at is not None
+        assert at["ttft_s"]["p90"] <= 0.5 and at["tpot_s"]["p90"] <= 0.03
+        (engine,) = c["engines"]
+        assert c["devices_per_unit"] == engine["tensor"] and c["devices"] == c["units"] * engine["tensor"]
+        op = c["operating_point"]
+        assert op["clients"] == engine["max_num_seqs"]
+        # Sized from the operating point: ⌈10 / X⌉ units, more if the traffic check needed them.
+        assert c["units"] >= math.ceil(10 / op["requests_per_s"] - 1e-9)
+        assert c["utilisation"] == pytest.approx(10 / (c["units"] * op["requests_per_s"]))
         assert c["cost_per_hour"] == pytest.approx(c["devices"] * BASE["prices"][c["hardware"]])
-        # The traffic asks for 10 requests/s × 128 output tokens = 1280 tokens/s, 4.608 M tokens an hour: the fleet's
-        # cost per million is its hourly cost over those, whatever capacity it leaves idle.
+        # 10 requests/s × 128 output tokens = 1 280 tokens/s, 4.608 M tokens an hour.
         assert c["cost_per_million_tokens"] == pytest.approx(c["cost_per_hour"] / 4.608)
-        assert c["utilisation"] == pytest.approx(10 / (c["replicas"] * per_replica)) and c["utilisation"] <= 1
-        assert c["batch_fill_s"] == pytest.approx(c["batch"] / (10 / c["replicas"]))  # B at 10/replicas per second
+        assert op["output_tokens_per_s"] == pytest.approx(op["requests_per_s"] * 128)
+        assert op["output_tokens_per_s_per_device"] == pytest.approx(op["output_tokens_per_s"] / c["devices_per_unit"])
+        # The binding objective is the one nearest its bound under the traffic.
+        at_ratios = {"ttft_s": at["ttft_s"]["p90"] / 0.5, "tpot_s": at["tpot_s"]["p90"] / 0.03}
+        assert c["binding"]["objective"] == max(at_ratios, key=lambda k: at_ratios[k])
+        assert c["binding"]["ratio"] == pytest.approx(max(at_ratios.values())) and c["binding"]["ratio"] <= 1
 
 
-def test_a_token_rate_is_sized_in_tokens(client: TestClient) -> None:
-    """2560 output tokens/s of 128-token answers is 20 requests/s: replicas = ⌈2560 / (B · 128 / total time)⌉."""
+def test_a_token_rate_is_sized_in_requests(client: TestClient) -> None:
+    """2 560 output tokens/s of 128-token answers is 20 requests/s."""
     traffic = {"output_tokens_per_s": 2560, "prompt_tokens": 1024, "output_tokens": 128}
     r = plan(client, {**BASE, "traffic": traffic})
+    assert r["demand_requests_per_s"] == pytest.approx(20.0)
     for c in r["feasible"]:
-        tokens_per_s = c["batch"] * 128 / c["estimate"]["total_time_s"]
-        assert c["output_tokens_per_s_per_replica"] == pytest.approx(tokens_per_s)
-        assert c["replicas"] == math.ceil(2560 / tokens_per_s)
-        assert c["batch_fill_s"] == pytest.approx(c["batch"] * c["replicas"] / 20)
-        assert c["cost_per_million_tokens"] == pytest.approx(c["cost_per_hour"] / (2560 * 3600) * 1e6)
+        assert c["utilisation"] == pytest.approx(20 / (c["units"] * c["operating_point"]["requests_per_s"]))
 
 
 def test_without_prices_the_fewest_devices_rank_first(client: TestClient) -> None:
-    r = plan(client, {**BASE, "prices": {}})
+    r = plan(client, {**BASE, "prices": {"h100-sxm": 3.0}})
     assert r["ranked_by"] == "devices"
     devices = [c["devices"] for c in r["feasible"]]
-    assert devices == sorted(devices)
-    assert all(c["cost_per_hour"] is None for c in r["feasible"])
+    assert devices == sorted(devices) and all(
+        c["cost_per_hour"] is None for c in r["feasible"] if c["hardware"] != "h100-sxm"
+    )
+
+
+def test_the_export_is_what_the_engines_take(client: TestClient) -> None:
+    best = plan(client, BASE)["feasible"][0]
+    (engine,) = best["engines"]
+    export = best["export"]
+    (vllm,) = export["vllm"]
+    args = shlex.split(vllm["command"])
+    assert args[:3] == ["vllm", "serve", "meta-llama/Meta-Llama-3-8B"]
+    flag = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--")}
+    assert flag["--tensor-parallel-size"] == str(engine["tensor"])
+    assert flag["--max-num-seqs"] == str(engine["max_num_seqs"]) and flag["--max-num-batched-tokens"] == "4096"
+    assert "--enable-chunked-prefill" in args and flag["--max-model-len"] == str(1024 + 128)
+    assert vllm["instances"] == best["units"]
+    (trt,) = export["trtllm"]
+    assert trt["command"].startswith("trtllm-serve meta-llama/Meta-Llama-3-8B --backend pytorch")
+    options = yaml.safe_load(trt["config_yaml"])
+    assert options["tensor_parallel_size"] == engine["tensor"] and options["max_batch_size"] == engine["max_num_seqs"]
+    assert options["max_num_tokens"] == 4096 and options["enable_chunked_prefill"] is True
+    assert options["scheduler_config"]["capacity_scheduler_policy"] == "GUARANTEED_NO_EVICT"
+    assert 0 < options["kv_cache_config"]["free_gpu_memory_fraction"] <= 1
+    assert options["kv_cache_config"]["tokens_per_block"] == 32
+    assert export["trtllm_disaggregated_yaml"] is None
+
+
+def test_disaggregated_fleets_export_both_pools_and_the_router(client: TestClient) -> None:
+    body = {**BASE, "hardware": ["h100-sxm"], "prices": {"h100-sxm": 3.0},
+            "search": {"tensor": [1], "modes": ["disaggregated"], "ratios": [{"prefill": 1, "decode": 2}],
+                       "max_num_seqs": [32], "max_num_batched_tokens": [4096]}}  # fmt: skip
+    r = plan(client, body)
+    c = (r["feasible"] or r["closest"])[0]
+    assert c["mode"] == "disaggregated" and c["devices_per_unit"] == 3
+    prefill, decode = c["engines"]
+    assert (prefill["role"], prefill["workers"], decode["role"], decode["workers"]) == ("prefill", 1, "decode", 2)
+    assert c["operating_point"]["clients"] == 2 * 32
+    vllm = {x["role"]: x for x in c["export"]["vllm"]}
+    assert vllm["prefill"]["instances"] == c["units"] and vllm["decode"]["instances"] == 2 * c["units"]
+    assert all("NixlConnector" in x["command"] for x in vllm.values())
+    router = yaml.safe_load(c["export"]["trtllm_disaggregated_yaml"])
+    assert router["context_servers"]["num_instances"] == c["units"]
+    assert router["generation_servers"]["num_instances"] == 2 * c["units"]
+    assert len(router["generation_servers"]["urls"]) == 2 * c["units"]
+
+
+def test_the_frontier_is_not_dominated_and_is_drawn(client: TestClient) -> None:
+    r = plan(client, BASE)
+    front = [(p["output_tokens_per_s_per_user"], p["output_tokens_per_s_per_device"]) for p in r["frontier"]]
+    assert front
+    for a in front:
+        assert not any(b[0] >= a[0] and b[1] >= a[1] and b != a for b in front)
+    users = [p[0] for p in front]
+    assert users == sorted(users, reverse=True)
+    svg = client.post("/v1/plan/frontier.svg", json=BASE)
+    assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml"
+    assert b"<svg" in svg.content and b"Pareto frontier" in svg.content
+    png = client.post("/v1/plan/frontier.png", json=BASE)
+    assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_when_nothing_meets_the_closest_say_what_they_miss(client: TestClient) -> None:
-    body = {**BASE, "objectives": {"time_to_first_token_s": 1e-4, "time_per_output_token_s": 1e-4}}
-    r = plan(client, body)
-    assert not r["feasible"]
-    closest = r["closest"]
-    assert len(closest) == 10
-    worst = [max(m["ratio"] for m in c["misses"]) for c in closest]
-    assert worst == sorted(worst)
-    for c in closest:
-        assert not c["meets"]
-        objectives = {m["objective"] for m in c["misses"]}
-        assert {"time_to_first_token_s", "time_per_output_token_s"} <= objectives
+    r = plan(client, {**BASE, "objectives": {"ttft_s": 1e-4, "tpot_s": 1e-4}})
+    assert not r["feasible"] and r["closest"]
+    ratios = []
+    for c in r["closest"]:
+        assert not c["meets"] and c["misses"]
+        assert {m["objective"] for m in c["misses"]} <= {"ttft_s", "tpot_s"}
         for m in c["misses"]:
-            assert m["predicted"] > m["target"] and m["ratio"] == pytest.approx(m["predicted"] / m["target"])
+            assert m["ratio"] == pytest.approx(m["predicted"] / m["target"]) and m["ratio"] > 1
+        ratios.append(max(m["ratio"] for m in c["misses"]))
+    assert ratios == sorted(ratios)
 
 
-def test_memory_and_device_limits_are_objectives(client: TestClient) -> None:
-    body = {
-        **BASE,
-        "model": "llama-3-70b",
-        "hardware": ["h100-sxm"],
-        "search": {"tensor": [1], "batch": [1]},
-        "prices": {},
-    }
-    r = plan(client, body)
-    (only,) = r["closest"]
-    assert {m["objective"] for m in only["misses"]} >= {"memory"}  # 141 GB of weights on an 80 GB device
-    capped = plan(client, {**BASE, "search": {**BASE["search"], "max_devices": 1}, "objectives": {}})
-    for c in capped["feasible"]:
+def test_a_device_limit_is_an_objective(client: TestClient) -> None:
+    r = plan(client, {**BASE, "search": {**BASE["search"], "max_devices": 1}, "traffic": {**BASE["traffic"],
+              "requests_per_s": 200}})  # fmt: skip
+    for c in r["feasible"]:
         assert c["devices"] <= 1
+    for c in r["closest"]:
+        limit = [m for m in c["misses"] if m["objective"] == "devices"]
+        assert (c["devices"] > 1) == bool(limit)
+        assert all(m["target"] == 1 and m["predicted"] == c["devices"] for m in limit)
 
 
-def test_configurations_that_cannot_run_are_skipped_and_said(client: TestClient) -> None:
-    r = plan(client, {**BASE, "search": {**BASE["search"], "tensor": [1, 3]}})
-    assert r["skipped_count"] == 2 * 2 * 3  # tensor 3 on both profiles, both dtypes, every batch
-    assert any("tensor 3" in s and "does not divide" in s for s in r["skipped"])
+def test_candidates_that_cannot_run_are_said(client: TestClient) -> None:
+    body = {**BASE, "search": {**BASE["search"], "dtypes": [{"weights": "fp8", "activations": "fp8"}]}}
+    r = plan(client, body)
+    # The A100 has no fp8 matrix rate: its 4 candidates cannot run; the H100's can.
+    assert r["invalid_count"] == 4 and all("a100-sxm-80gb" in s and "fp8" in s for s in r["invalid"])
+    assert all(c["hardware"] == "h100-sxm" for c in r["feasible"])
+
+
+def test_a_search_where_nothing_runs_is_a_422(client: TestClient) -> None:
+    body = {**BASE, "model": "llama-3.1-405b", "hardware": ["h100-sxm"], "search": {"tensor": [1, 2]}}
+    response = client.post("/v1/plan", json=body)
+    assert rejected(response) == ["body.search"]
+    assert "none of the" in response.json()["detail"][0]["message"]
 
 
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"traffic": {"prompt_tokens": 1, "output_tokens": 1}}, "body.traffic"),
-        (
-            {"traffic": {"requests_per_s": 1, "output_tokens_per_s": 1, "prompt_tokens": 1, "output_tokens": 1}},
-            "body.traffic",
-        ),
-        ({"hardware": []}, "body.hardware"),
-        ({"hardware": [{"slug": "x"}]}, "body.hardware.0.name"),
-        ({"search": {"tensor": [2, 2]}}, "body.search.tensor"),
-        ({"search": {"batch": list(range(1, 65)), "tensor": list(range(1, 65)), "dtypes": [{}] * 8}}, "body.search"),
-        ({"objectives": {"time_to_first_token_s": 0}}, "body.objectives.time_to_first_token_s"),
-        ({"prices": {"h100-sxm": -2}}, "body.prices.h100-sxm"),
+        ({"traffic": {"prompt_tokens": 10, "output_tokens": 10}}, "body.traffic"),
+        ({"traffic": {"requests_per_s": 1, "output_tokens_per_s": 1, "prompt_tokens": 10, "output_tokens": 10}},
+         "body.traffic"),
+        ({"traffic": {"requests_per_s": 1, "prompt_tokens": 9000, "output_tokens": 10}}, "body.traffic.prompt_tokens"),
+        ({"objectives": {"percentile": "p95"}}, "body.objectives.percentile"),
+        ({"search": {"tensor": [1, 1]}}, "body.search.tensor"),
+        ({"search": {"max_num_seqs": [2048]}}, "body.search.max_num_seqs.0"),
+        ({"search": {"modes": ["disaggregated"], "tensor": list(range(1, 17)), "max_num_seqs": [8, 16, 32, 64]}},
+         "body.search"),
+        ({"options": {"calibration": "latest"}}, "body.options"),
+        ({"max_results": 0}, "body.max_results"),
     ],
-)
+)  # fmt: skip
 def test_bad_input_names_the_field(client: TestClient, change: dict[str, Any], field: str) -> None:
     assert field in rejected(client.post("/v1/plan", json={**BASE, **change}))

@@ -1,0 +1,256 @@
+"""Plan requests (`schemas.plan`) → the candidates of `roofline.serving.plan_serving`, and its `ServingPlan` → a
+`PlanRead` document with each fleet's launch commands (`adapters._plan_export`)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+import roofline
+from adapters._errors import InvalidField
+from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
+from adapters._plan_export import Shape, export
+from adapters._serving import _lengths, _scheduler
+from roofline.serving import Deployment, EngineSpec, Targets
+from schemas.inference import Dtypes, Implementation
+from schemas.models import ModelSpec
+from schemas.plan import PlanRequest, Role
+from schemas.serving import Lengths, Mode
+
+MAX_INVALID_LISTED = 20
+LENGTH_SAMPLES = 4096  # lengths drawn for a distribution; the simulations cycle through them
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    system: roofline.System
+
+
+@dataclass(frozen=True)
+class Candidate:
+    hardware: int
+    mode: Mode
+    dtypes: Dtypes
+    units: tuple[Shape, ...]  # aggregated: one; disaggregated: prefill, decode
+
+    def label(self, hardware: str) -> str:
+        parts = [hardware, self.mode.value]
+        for u in self.units:
+            role = "" if u.role is Role.aggregated else f"{u.role.value} {u.workers}× "
+            par = (
+                f"TP{u.tensor}"
+                + (f" PP{u.pipeline}" if u.pipeline > 1 else "")
+                + (f" EP{u.expert}" if u.expert > 1 else "")
+            )
+            parts.append(f"{role}{par} seqs {u.max_num_seqs} tokens {u.max_num_batched_tokens}")
+        d = self.dtypes
+        parts.append(f"{d.weights.value}/{d.activations.value}" + (f" kv {d.kv_cache.value}" if d.kv_cache else ""))
+        return " · ".join(parts)
+
+
+def _length_array(spec: int | Lengths, rng: np.random.Generator, field: str, context: int) -> np.ndarray:
+    if isinstance(spec, int):
+        return np.array([spec], dtype=np.int64)
+    drawn: np.ndarray = np.minimum(_lengths(rng, spec, LENGTH_SAMPLES, field), context - 1)
+    return drawn
+
+
+def traffic_lengths(body: PlanRequest, context: int) -> tuple[np.ndarray, np.ndarray]:
+    """The requests' lengths: fixed, or drawn once (seeded); drawn lengths are cut at the model's context."""
+    t = body.traffic
+    rng = np.random.default_rng(t.seed)
+    prompt = _length_array(t.prompt_tokens, rng, "body.traffic.prompt_tokens", context)
+    output = _length_array(t.output_tokens, rng, "body.traffic.output_tokens", context)
+    if prompt.size != output.size:
+        prompt, output = np.resize(prompt, LENGTH_SAMPLES), np.resize(output, LENGTH_SAMPLES)
+    output = np.minimum(output, np.maximum(context - prompt, 1))
+    longest = int((prompt + output).max())
+    if longest > context:
+        raise InvalidField(
+            "body.traffic.prompt_tokens",
+            f"a request of {longest} tokens (prompt and output) exceeds the model's context of {context}",
+        )
+    return prompt, output
+
+
+def demand_requests_per_s(body: PlanRequest, output: np.ndarray) -> float:
+    t = body.traffic
+    if t.requests_per_s is not None:
+        return t.requests_per_s
+    assert t.output_tokens_per_s is not None
+    return t.output_tokens_per_s / float(output.mean())
+
+
+def candidates(body: PlanRequest, hardware_count: int) -> list[Candidate]:
+    """Every candidate of the search, in a fixed order (hardware, dtypes, mode, parallelism, batch, budget)."""
+    s, e = body.search, body.engine
+    out: list[Candidate] = []
+    for h, dtypes, mode in itertools.product(range(hardware_count), s.dtypes, s.modes):
+        for p, x, seqs, budget in itertools.product(s.pipeline, s.expert, s.max_num_seqs, s.max_num_batched_tokens):
+            if mode is Mode.aggregated:
+                for t in s.tensor:
+                    out.append(Candidate(h, mode, dtypes, (Shape(Role.aggregated, 1, t, p, x, seqs, budget),)))
+                continue
+            for r, tp, td in itertools.product(s.ratios, s.tensor, s.tensor):
+                prefill = Shape(Role.prefill, r.prefill, tp, p, x, e.max_num_seqs, budget)
+                decode = Shape(Role.decode, r.decode, td, p, x, seqs, max(seqs, e.max_num_batched_tokens))
+                out.append(Candidate(h, mode, dtypes, (prefill, decode)))
+    return out
+
+
+def _spec(
+    body: PlanRequest, model: roofline.Transformer, system: roofline.System, c: Candidate, u: Shape,
+    runs: dict[tuple[Any, ...], roofline.InferenceRun],
+) -> EngineSpec:  # fmt: skip
+    key = (c.hardware, c.dtypes.model_dump_json(), u.tensor, u.pipeline, u.expert)
+    run = runs.get(key)
+    if run is None:
+        run = inference_run(
+            model, system, roofline.Workload.uniform(1, 1, 1),
+            roofline.Parallelism(tensor=u.tensor, pipeline=u.pipeline, expert=u.expert), c.dtypes, Implementation(),
+        )  # fmt: skip
+        roofline.validate_inference(run)
+        devices = u.tensor * u.pipeline
+        if devices > 1:
+            if system.topology is None:
+                raise roofline.InferenceConfigError("hardware", "the profile has no interconnect")
+            system.topology(devices)
+        runs[key] = run
+    opts = body.engine.model_copy(
+        update={"max_num_seqs": u.max_num_seqs, "max_num_batched_tokens": u.max_num_batched_tokens}
+    )
+    return EngineSpec(run, _scheduler(opts), u.workers, opts.memory_fraction)
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """The core's plan, the `PlanRead` document, and each entry's group (hardware and mode) for the chart."""
+
+    plan: roofline.serving.ServingPlan
+    doc: dict[str, Any]
+    groups: list[str]
+
+
+def plan_serving(body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware]) -> PlanOutcome:
+    """Search the request's space."""
+    model_spec, model_name = model
+    core_model = transformer(model_spec, None)
+    prompt, output = traffic_lengths(body, model_spec.max_context_tokens)
+    demand = demand_requests_per_s(body, output)
+    all_candidates = candidates(body, len(hardware))
+    deployments: list[Deployment] = []
+    kept: list[Candidate] = []
+    invalid: list[str] = []
+    runs: dict[tuple[Any, ...], roofline.InferenceRun] = {}
+    for c in all_candidates:
+        hw = hardware[c.hardware]
+        try:
+            specs = [_spec(body, core_model, hw.system, c, u, runs) for u in c.units]
+        except ValueError as err:
+            invalid.append(f"{c.label(hw.name)}: {err}")
+            continue
+        deployments.append(Deployment(specs[0], specs[1] if len(specs) > 1 else None))
+        kept.append(c)
+    prices = [body.prices.get(hardware[c.hardware].name) for c in kept]
+    o = body.objectives
+    targets = Targets(o.ttft_s, o.tpot_s, o.e2e_s, o.percentile.value)
+    result = roofline.serving.plan_serving(
+        deployments, prices, prompt, output, targets, demand, body.max_results, body.traffic.seed,
+        body.search.max_devices,
+    )  # fmt: skip
+    for i, field, message in result.invalid:
+        c = kept[i]
+        invalid.append(f"{c.label(hardware[c.hardware].name)}: {field}: {message}")
+    if not result.entries and not result.pruned:
+        shown = "; ".join(invalid[:3])
+        raise InvalidField(
+            "body.search",
+            f"none of the {len(all_candidates)} candidates can run (more devices per engine, narrower dtypes or a "
+            f"larger engine.memory_fraction may): {shown}",
+        )
+    doc = render(body, model_spec, model_name, hardware, kept, result, demand, prompt, output, len(all_candidates),
+                 len(invalid))  # fmt: skip
+    doc["invalid"] = invalid[:MAX_INVALID_LISTED]
+    groups = [f"{hardware[kept[e.index].hardware].name} · {kept[e.index].mode.value}" for e in result.entries]
+    return PlanOutcome(result, doc, groups)
+
+
+def _figures(p: roofline.serving.Point) -> dict[str, Any]:
+    return {
+        "clients": p.clients or None, "requests_per_s": p.requests_per_s, "output_tokens_per_s": p.output_tokens_per_s,
+        "output_tokens_per_s_per_device": p.output_tokens_per_s_per_device,
+        "output_tokens_per_s_per_user": p.output_tokens_per_s_per_user,
+        "ttft_s": asdict(p.ttft_s), "tpot_s": asdict(p.tpot_s), "e2e_s": asdict(p.e2e_s), "preemptions": p.preemptions,
+    }  # fmt: skip
+
+
+def _check(c: roofline.serving.Check) -> dict[str, Any]:
+    return {"objective": c.objective, "target": c.target, "predicted": c.predicted, "ratio": c.ratio}
+
+
+def render(
+    body: PlanRequest, model_spec: ModelSpec, model_name: str, hardware: list[Hardware], kept: list[Candidate],
+    result: roofline.serving.ServingPlan, demand: float, prompt: np.ndarray, output: np.ndarray, searched: int,
+    invalid: int,
+) -> dict[str, Any]:  # fmt: skip
+    demand_tokens_per_s = demand * float(output.mean())
+    longest = int((prompt + output).max())
+
+    def candidate(rank: int, e: roofline.serving.Entry) -> dict[str, Any]:
+        c = kept[e.index]
+        hw = hardware[c.hardware]
+        engines = []
+        for u, blocks in zip(c.units, e.point.kv_blocks, strict=True):
+            engines.append({"role": u.role.value, "workers": u.workers, "tensor": u.tensor, "pipeline": u.pipeline,
+                            "expert": u.expert, "max_num_seqs": u.max_num_seqs,
+                            "max_num_batched_tokens": u.max_num_batched_tokens, "kv_cache_blocks": blocks})  # fmt: skip
+        price = e.price_per_device_hour
+        cost = e.cost_per_hour
+        binding = max(e.checks, key=lambda x: x.ratio, default=None)
+        dep = e.deployment
+        specs = [dep.front] + ([dep.back] if dep.back is not None else [])
+        return {
+            "rank": rank, "label": c.label(hw.name), "hardware": hw.name, "mode": c.mode.value,
+            "dtypes": c.dtypes.model_dump(mode="json"), "engines": engines, "devices_per_unit": dep.devices,
+            "units": e.sized.units, "devices": e.sized.devices, "utilisation": e.sized.utilisation,
+            "operating_point": _figures(e.point),
+            "at_traffic": _figures(e.sized.at_traffic) if e.sized.at_traffic is not None else None,
+            "meets": e.meets, "binding": _check(binding) if binding else None,
+            "misses": [_check(m) for m in e.misses],
+            "price_per_device_hour": price, "cost_per_hour": cost,
+            "cost_per_million_tokens":
+                None if cost is None else cost / SECONDS_PER_HOUR / demand_tokens_per_s * 1e6,
+            "surface_error": e.point.surface_error,
+            "export": export(model_spec, model_name, body.engine, c.dtypes, c.units, specs, e.sized.units, longest),
+        }  # fmt: skip
+
+    frontier = []
+    for i in result.frontier:
+        e = result.entries[i]
+        c = kept[e.index]
+        frontier.append({
+            "label": c.label(hardware[c.hardware].name), "hardware": hardware[c.hardware].name, "mode": c.mode.value,
+            "output_tokens_per_s_per_user": e.point.output_tokens_per_s_per_user,
+            "output_tokens_per_s_per_device": e.point.output_tokens_per_s_per_device,
+            "meets_at_operating_point": not e.point.misses,
+        })  # fmt: skip
+    return {
+        "model": model_name, "demand_requests_per_s": demand, "percentile": body.objectives.percentile.value,
+        "ranked_by": result.ranked_by,
+        "feasible": [candidate(r, e) for r, e in enumerate(result.feasible, start=1)],
+        "closest": [candidate(r, e) for r, e in enumerate(result.closest, start=1)],
+        "frontier": frontier, "candidates": searched, "evaluated": len(result.entries),
+        "checked_at_traffic": result.checked, "pruned": result.pruned, "invalid": [], "invalid_count": invalid,
+        "assumptions": {
+            "operating_point": "a closed loop of max_num_seqs clients per decoding engine; the first wave (all "
+            "arriving at t = 0) and the last (the loop draining) are left out; throughput by Little's law",
+            "traffic_check": "one unit's share of the traffic as Poisson arrivals (random routing); a fleet that "
+            "misses there gets more units (10 % at a time)",
+            "method": "iteration-level simulation; iteration times from the inference core's surface (no calibration)",
+            "timing": "kernel time as CUDA-graph replay unless engine.cuda_graphs is false",
+        },
+    }  # fmt: skip

@@ -1,0 +1,404 @@
+"""Fleet planning on the serving simulator: each candidate deployment's operating point at its full batch, the
+fleet the traffic needs, a check of that fleet under the traffic's own arrivals, and the Pareto frontier.
+
+Method (as aiconfigurator and the engines' own benchmark guides size a deployment: a sweep of engine batch sizes
+under a closed loop, the best throughput that meets the latency objectives, then replicas for the traffic):
+1. A candidate is one *unit*: an aggregated engine (tensor × pipeline × attention-data devices), or a disaggregated
+   group of x prefill and y decode workers. Its operating point is a closed loop of `max_num_seqs` clients per
+   decoding engine, the load at which its scheduler is full; the first wave of clients, who arrive together at
+   t = 0, is a warm-up and left out of the statistics. Throughput follows from Little's law for a closed system
+   without think time: X = clients / mean end-to-end latency (Little 1961).
+2. The objectives are checked on the chosen percentile of TTFT, TPOT and end-to-end latency at that point.
+3. The fleet is ⌈demand / X⌉ units. The best candidates are then checked under the traffic itself: one unit's share
+   of Poisson arrivals (random routing; least-loaded routing only does better); a fleet that misses there gets
+   more units, up to `MAX_GROWTH` times, and its figures are those of the checked fleet.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from roofline.inference import InferenceRun
+from roofline.serving._config import IntArray, Requests, Scheduler, ServingConfigError
+from roofline.serving._deploy import EngineSpec, ServingRun, prepare, transfer_function
+from roofline.serving._results import Distribution
+from roofline.serving._simulator import Trace, simulate
+from roofline.serving._surface import IterationSurface, build_surface
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
+OBJECTIVES = ("ttft_s", "tpot_s", "e2e_s")
+MIN_STEADY = 64  # requests measured after the warm-up wave, at least
+MAX_CLIENTS_REQUESTS = 4096  # requests in one simulated run, at most
+CHECK_REQUESTS = 512  # requests of the traffic check, at least
+MAX_GROWTH = 6  # traffic checks that add units before a candidate is declared to miss
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Latency objectives on one percentile of the requests (seconds; None: no bound)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    percentile: str = "p90"
+
+    def __post_init__(self) -> None:
+        if self.percentile not in PERCENTILES:
+            raise ServingConfigError("objectives.percentile", f"one of {', '.join(PERCENTILES)}")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One candidate unit: `front` serves both phases (aggregated, `back` None) or prefills for `back`'s decode
+    workers. `front.replicas` / `back.replicas` are the worker counts in the unit (aggregated: 1)."""
+
+    front: EngineSpec
+    back: EngineSpec | None = None
+
+    @property
+    def devices(self) -> int:
+        return self.front.devices + (self.back.devices if self.back is not None else 0)
+
+    def prepare(self, requests: Requests, build: SurfaceCache) -> ServingRun:
+        return prepare(self.front, requests, self.back, build=build)
+
+
+@dataclass(frozen=True)
+class Check:
+    """An objective against its prediction: `ratio` = predicted / target (> 1 misses)."""
+
+    objective: str
+    target: float
+    predicted: float
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted / self.target
+
+
+@dataclass(frozen=True)
+class Point:
+    """A unit's figures under one load."""
+
+    clients: int  # closed loop: clients; traffic check: 0
+    requests_per_s: float  # of the unit
+    output_tokens_per_s: float
+    output_tokens_per_s_per_device: float
+    output_tokens_per_s_per_user: float  # mean over requests of 1 / their TPOT
+    ttft_s: Distribution
+    tpot_s: Distribution
+    e2e_s: Distribution
+    preemptions: int
+    checks: tuple[Check, ...]
+    kv_blocks: tuple[int, ...]  # per engine: aggregated, or prefill and decode
+    surface_error: float
+
+    @property
+    def misses(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.ratio > 1.0)
+
+    @property
+    def binding(self) -> Check | None:
+        """The objective closest to (or furthest past) its bound."""
+        return max(self.checks, key=lambda c: c.ratio, default=None)
+
+
+@dataclass
+class SurfaceCache:
+    """Iteration-time surfaces shared by every candidate on the same engine (model, system, parallelism,
+    precision), built once at the search's largest token budget, batch and context."""
+
+    tokens: int
+    sequences: int
+    context: int
+    built: dict[tuple[object, ...], tuple[IterationSurface, int, int, int]] = field(default_factory=dict)
+
+    def __call__(self, run: InferenceRun, tokens: int, sequences: int, context: int) -> IterationSurface:
+        key = (id(run.model), id(run.system), run.parallelism, run.precision)
+        have = self.built.get(key)
+        if have is not None and tokens <= have[1] and sequences <= have[2] and context <= have[3]:
+            return have[0]
+        t, s, c = max(tokens, self.tokens), max(sequences, self.sequences), max(context, self.context)
+        if have is not None:
+            t, s, c = max(t, have[1]), max(s, have[2]), max(c, have[3])
+        surface = build_surface(run, t, s, c)
+        self.built[key] = (surface, t, s, c)
+        return surface
+
+
+def _tokens(scheduler: Scheduler, prompt: int) -> int:
+    """Tokens one iteration may run: the budget, or a static batch's whole prompts (as `prepare` sizes it)."""
+    return scheduler.max_num_seqs * prompt if scheduler.kind == "static" else scheduler.max_num_batched_tokens
+
+
+def clients(dep: Deployment) -> int:
+    """Clients that fill the unit's decoding engines: `max_num_seqs` per engine (replicas × pipeline virtual
+    engines × attention data-parallel ranks)."""
+    spec = dep.back if dep.back is not None else dep.front
+    par = spec.run.parallelism
+    return spec.scheduler.max_num_seqs * spec.replicas * par.pipeline * par.data
+
+
+def _checks(targets: Targets, ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray) -> tuple[Check, ...]:
+    q = PERCENTILES[targets.percentile]
+    out = []
+    for name, values in (("ttft_s", ttft), ("tpot_s", tpot), ("e2e_s", e2e)):
+        target = getattr(targets, name)
+        if target is not None:
+            out.append(Check(name, target, float(np.percentile(values, q)) if values.size else 0.0))
+    return tuple(out)
+
+
+def _steady(n: int, c: int) -> slice:
+    """The requests measured: after the first `c` (the engines filling from empty, a closed loop's clients all
+    arriving at t = 0) and before the last `c` (a closed loop drains once the last request is sent)."""
+    skip = max(0, min(c, (n - MIN_STEADY) // 2))
+    return slice(skip, n - skip)
+
+
+def _point(requests: Requests, trace: Trace, steady: slice, ready: ServingRun, targets: Targets, closed: int) -> Point:
+    devices = ready.devices
+    out = requests.output[steady].astype(np.float64)
+    first, end = np.array(trace.first)[steady], np.array(trace.end)[steady]
+    arr = np.array(trace.arrival)[steady]
+    ttft, e2e = first - arr, end - arr
+    multi = out > 1
+    tpot = (end[multi] - first[multi]) / (out[multi] - 1.0)
+    # Closed loop without think time, Little's law: X = N / W; open loop: requests served over the span.
+    rps = closed / float(e2e.mean()) if closed else out.size / float(arr.max() - arr.min())
+    tokens_per_s = rps * float(out.mean())
+    user = 1.0 / tpot[tpot > 0] if tpot.size else np.zeros(0)
+    return Point(
+        clients=closed, requests_per_s=rps, output_tokens_per_s=tokens_per_s,
+        output_tokens_per_s_per_device=tokens_per_s / devices,
+        output_tokens_per_s_per_user=float(user.mean()) if user.size else 0.0,
+        ttft_s=Distribution.of(ttft), tpot_s=Distribution.of(tpot), e2e_s=Distribution.of(e2e),
+        preemptions=trace.preemptions, checks=_checks(targets, ttft, tpot, e2e), kv_blocks=ready.kv_blocks,
+        surface_error=ready.surface_error,
+    )  # fmt: skip
+
+
+def _lengths(prompt: IntArray, output: IntArray, n: int) -> tuple[IntArray, IntArray]:
+    """The first `n` requests of the traffic's lengths, repeated as often as needed."""
+    reps = -(-n // prompt.size)
+    return np.tile(prompt, reps)[:n], np.tile(output, reps)[:n]
+
+
+def operating_point(
+    dep: Deployment, prompt: IntArray, output: IntArray, targets: Targets, build: SurfaceCache
+) -> Point:
+    """The unit under a closed loop that fills its decoding engines (its most throughput at its own batch)."""
+    c = clients(dep)
+    n = min(MAX_CLIENTS_REQUESTS, 2 * c + MIN_STEADY)
+    p, o = _lengths(prompt, output, n)
+    requests = Requests(p, o, None, c)
+    ready = dep.prepare(requests, build)
+    trace = simulate(requests, ready.front, ready.back, transfer_function(ready))
+    return _point(requests, trace, _steady(n, c), ready, targets, c)
+
+
+def traffic_point(
+    dep: Deployment, prompt: IntArray, output: IntArray, targets: Targets, build: SurfaceCache,
+    rate_per_s: float, seed: int,
+) -> Point:  # fmt: skip
+    """One unit under its share of the traffic, Poisson arrivals at `rate_per_s`; the first `clients` requests
+    (the engines filling from empty) are left out."""
+    c = clients(dep)
+    n = min(MAX_CLIENTS_REQUESTS, max(CHECK_REQUESTS, 3 * c))
+    p, o = _lengths(prompt, output, n)
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(1.0 / rate_per_s, n))
+    arrival -= arrival[0]
+    requests = Requests(p, o, arrival, 0)
+    ready = dep.prepare(requests, build)
+    trace = simulate(requests, ready.front, ready.back, transfer_function(ready))
+    return _point(requests, trace, _steady(n, c), ready, targets, 0)
+
+
+@dataclass(frozen=True)
+class Sized:
+    """A candidate sized for the traffic: `units` of it, and (once checked) its figures under the traffic."""
+
+    units: int
+    devices: int
+    utilisation: float  # demand / (units × the unit's closed-loop throughput)
+    at_traffic: Point | None = None
+
+
+def size(dep: Deployment, point: Point, demand_rps: float) -> Sized:
+    units = max(1, math.ceil(demand_rps / point.requests_per_s - 1e-9))
+    return Sized(units, units * dep.devices, demand_rps / (units * point.requests_per_s))
+
+
+def check_at_traffic(
+    dep: Deployment, point: Point, sized: Sized, prompt: IntArray, output: IntArray, targets: Targets,
+    build: SurfaceCache, demand_rps: float, seed: int,
+) -> Sized:  # fmt: skip
+    """Simulate one unit's share of the traffic; while it misses, add units (10 % at a time, at least one)."""
+    units = sized.units
+    at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
+    for _ in range(MAX_GROWTH):
+        if not at.misses:
+            break
+        units += max(1, math.ceil(0.1 * units))
+        at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
+    return Sized(units, units * dep.devices, demand_rps / (units * point.requests_per_s), at)
+
+
+def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both axes (per user, per device: more is better), in order of
+    per-user speed."""
+    order = sorted(range(len(points)), key=lambda i: (-points[i][0], -points[i][1]))
+    front, best = [], -math.inf
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A candidate that runs: its operating point and its fleet."""
+
+    index: int  # position in the candidates given
+    deployment: Deployment
+    point: Point
+    sized: Sized
+    price_per_device_hour: float | None
+    max_devices: int | None = None
+
+    @property
+    def cost_per_hour(self) -> float | None:
+        p = self.price_per_device_hour
+        return None if p is None else p * self.sized.devices
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        """The objectives under the traffic once checked (else at the operating point), and the fleet's size."""
+        at = self.sized.at_traffic or self.point
+        limit = () if self.max_devices is None else (Check("devices", self.max_devices, self.sized.devices),)
+        return at.checks + limit
+
+    @property
+    def misses(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.ratio > 1.0)
+
+    @property
+    def meets(self) -> bool:
+        return self.sized.at_traffic is not None and not self.misses
+
+    @property
+    def worst(self) -> float:
+        """How far the candidate misses: the largest predicted / target ratio (≤ 1 meets)."""
+        return max((c.ratio for c in self.checks), default=0.0)
+
+
+@dataclass(frozen=True)
+class ServingPlan:
+    """`feasible`: the candidates that meet the objectives under the traffic, best first; `closest`: when none
+    does, those that miss by least. `entries` every candidate that runs, `frontier` the indices (into `entries`) of
+    its Pareto frontier; `invalid` (candidate index, field, reason) for those that cannot run."""
+
+    feasible: tuple[Entry, ...]
+    closest: tuple[Entry, ...]
+    entries: tuple[Entry, ...]
+    frontier: tuple[int, ...]
+    invalid: tuple[tuple[int, str, str], ...]
+    checked: int  # candidates simulated under the traffic
+    ranked_by: str  # "cost" or "devices"
+    pruned: int = 0  # not simulated: the same engines with a smaller batch already miss the TPOT objective
+
+
+def _decoder(dep: Deployment) -> EngineSpec:
+    return dep.back if dep.back is not None else dep.front
+
+
+def _family(dep: Deployment) -> tuple[object, ...]:
+    """Everything about a candidate but its decoding engines' batch (`max_num_seqs`)."""
+    parts: list[object] = []
+    for spec in (dep.front, dep.back):
+        if spec is None:
+            continue
+        run = spec.run
+        sched = spec.scheduler
+        if spec is _decoder(dep):
+            sched = replace(sched, max_num_seqs=0)
+        parts += [id(run.model), id(run.system), run.parallelism, run.precision, sched, spec.replicas,
+                  spec.memory_fraction]  # fmt: skip
+    return tuple(parts)
+
+
+def _batch(dep: Deployment) -> int:
+    return _decoder(dep).scheduler.max_num_seqs
+
+
+def plan_serving(
+    candidates: Sequence[Deployment], prices: Sequence[float | None], prompt: IntArray, output: IntArray,
+    targets: Targets, demand_rps: float, max_results: int = 10, seed: int = 0, max_devices: int | None = None,
+) -> ServingPlan:  # fmt: skip
+    """Evaluate every candidate's operating point, size each for `demand_rps` requests per second, check the best
+    under the traffic (best-first: a check only adds units, so an unchecked candidate's rank is a bound), and rank
+    those that meet by cost per hour (when every candidate has a price) or devices. Candidates run smallest batch
+    first; once an engine misses the TPOT objective at a batch, its larger batches (more clients, each iteration
+    longer) are not simulated and are counted as `pruned`."""
+    longest = int((prompt + output).max())
+    specs = [s for d in candidates for s in (d.front, d.back) if s is not None]
+    tokens = max((_tokens(s.scheduler, int(prompt.max())) for s in specs), default=1)
+    build = SurfaceCache(tokens, max((s.scheduler.max_num_seqs for s in specs), default=1), longest)
+    entries: list[Entry] = []
+    invalid: list[tuple[int, str, str]] = []
+    slow: set[tuple[object, ...]] = set()  # engines whose smaller batch already misses the TPOT objective
+    pruned = 0
+    order = sorted(range(len(candidates)), key=lambda i: _batch(candidates[i]))
+    for i in order:
+        dep, price = candidates[i], prices[i]
+        family = _family(dep)
+        if family in slow:
+            pruned += 1
+            continue
+        try:
+            point = operating_point(dep, prompt, output, targets, build)
+        except ValueError as err:
+            invalid.append((i, getattr(err, "field", "parallelism"), getattr(err, "message", str(err))))
+            continue
+        if any(c.objective == "tpot_s" and c.ratio > 1.0 for c in point.checks):
+            slow.add(family)
+        entries.append(Entry(i, dep, point, size(dep, point, demand_rps), price, max_devices))
+    entries.sort(key=lambda e: e.index)
+    priced = all(p is not None for p in prices)
+
+    def key(e: Entry) -> tuple[float, ...]:
+        first = e.cost_per_hour if priced and e.cost_per_hour is not None else float(e.sized.devices)
+        return (first, float(e.sized.devices), -e.point.output_tokens_per_s_per_device, float(e.index))
+
+    # Best-first over the candidates that meet at their operating point.
+    heap = [(key(e), False, n, e) for n, e in enumerate(entries) if not e.misses]
+    heapq.heapify(heap)
+    feasible: list[Entry] = []
+    checked = 0
+    budget = 4 * max_results + 8
+    while heap and len(feasible) < max_results and checked < budget:
+        _, done, n, e = heapq.heappop(heap)
+        if done:
+            feasible.append(e)
+            continue
+        sized = check_at_traffic(e.deployment, e.point, e.sized, prompt, output, targets, build, demand_rps, seed)
+        checked += 1
+        e = replace(e, sized=sized)
+        entries[n] = e
+        if e.meets:
+            heapq.heappush(heap, (key(e), True, n, e))
+    closest: list[Entry] = []
+    if not feasible:
+        closest = sorted(entries, key=lambda e: (e.worst, key(e)))[:max_results]
+    points = [(e.point.output_tokens_per_s_per_user, e.point.output_tokens_per_s_per_device) for e in entries]
+    return ServingPlan(
+        tuple(feasible), tuple(closest), tuple(entries), tuple(pareto(points)), tuple(sorted(invalid)), checked,
+        "cost" if priced else "devices", pruned,
+    )  # fmt: skip

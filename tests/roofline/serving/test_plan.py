@@ -1,0 +1,179 @@
+"""The serving planner: operating points and fleets worked by hand on flat surfaces (every iteration a fixed time),
+the best-first search against a brute-force one, the TPOT pruning against the pruned candidates simulated, the
+Pareto frontier by hand; and the simulator's one-token answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import roofline
+from roofline.inference import InferenceRun, Parallelism, Workload
+from roofline.serving import (
+    Deployment,
+    EngineSpec,
+    Pool,
+    Requests,
+    Scheduler,
+    SurfaceCache,
+    Targets,
+    check_at_traffic,
+    operating_point,
+    pareto,
+    plan_serving,
+    simulate,
+    size,
+)
+from tests.roofline.models import LLAMA_3_8B
+from tests.roofline.profiles import system
+
+MS = 1e-3
+H100 = system("h100-sxm")
+
+
+def run(tensor: int = 1) -> InferenceRun:
+    return InferenceRun(LLAMA_3_8B, H100, Workload.uniform(1, 1, 1), Parallelism(tensor=tensor))
+
+
+class Flat(SurfaceCache):
+    """Every iteration takes `ms_per_tensor[tensor]` milliseconds, whatever its mix."""
+
+    def __init__(self, ms: dict[int, float]) -> None:
+        super().__init__(1, 1, 1)
+        self.ms = ms
+
+    def __call__(self, r: InferenceRun, tokens: int, sequences: int, context: int) -> roofline.serving.IterationSurface:
+        return roofline.serving.IterationSurface.flat(self.ms[r.parallelism.tensor] * MS)
+
+
+def engine(tensor: int = 1, seqs: int = 4, **kw: int | str) -> EngineSpec:
+    sched = Scheduler(kind="chunked", max_num_seqs=seqs, kv_blocks=100_000, block_size=1, **kw)  # type: ignore[arg-type]
+    return EngineSpec(run(tensor), sched)
+
+
+PROMPT, OUTPUT = np.array([10]), np.array([5])
+
+
+def test_operating_point_by_hand() -> None:
+    # 4 clients, prompts of 10, answers of 5, 1 ms an iteration: each wave prefills together (1 ms, first tokens)
+    # and decodes 4 more (5 ms end to end); the next wave arrives as the last ends. Little: X = 4 / 5 ms = 800/s;
+    # 800 × 5 = 4 000 tokens/s on one device; a user sees 1 token per ms.
+    point = operating_point(
+        Deployment(engine()), PROMPT, OUTPUT, Targets(ttft_s=2 * MS, tpot_s=0.5 * MS), Flat({1: 1.0})
+    )
+    assert point.clients == 4
+    assert point.requests_per_s == pytest.approx(800.0)
+    assert point.output_tokens_per_s == pytest.approx(4000.0)
+    assert point.output_tokens_per_s_per_device == pytest.approx(4000.0)
+    assert point.output_tokens_per_s_per_user == pytest.approx(1000.0)
+    assert point.ttft_s.p90 == pytest.approx(MS) and point.tpot_s.p90 == pytest.approx(MS)
+    # TTFT 1 ms of 2 ms: ratio 0.5; TPOT 1 ms of 0.5 ms: ratio 2, a miss, and it binds.
+    assert [c.objective for c in point.checks] == ["ttft_s", "tpot_s"]
+    assert [c.ratio for c in point.checks] == pytest.approx([0.5, 2.0])
+    assert [c.objective for c in point.misses] == ["tpot_s"] and point.binding is not None
+    assert point.binding.objective == "tpot_s"
+
+
+def test_a_fleet_is_the_ceiling_of_demand_over_a_unit() -> None:
+    dep = Deployment(engine())
+    point = operating_point(dep, PROMPT, OUTPUT, Targets(), Flat({1: 1.0}))
+    sized = size(dep, point, 2000.0)  # 2 000 / 800 = 2.5 → 3 units
+    assert (sized.units, sized.devices) == (3, 3)
+    assert sized.utilisation == pytest.approx(2000.0 / 2400.0)
+    assert size(dep, point, 1600.0).units == 2  # exactly two units' worth needs no third
+
+
+def test_disaggregated_units_count_both_pools() -> None:
+    # 1 prefill worker (TP2) feeding 2 decode workers (TP1) of 4 sequences each: 8 clients, 2 + 2 = 4 devices.
+    dep = Deployment(EngineSpec(run(2), engine(2).scheduler, 1), EngineSpec(run(1), engine(1).scheduler, 2))
+    assert dep.devices == 4
+    point = operating_point(dep, PROMPT, OUTPUT, Targets(), Flat({1: 1.0, 2: 1.0}))
+    assert point.clients == 8
+
+
+def test_the_traffic_check_adds_units_until_the_objective_holds() -> None:
+    # A unit serves 800/s at its full batch. At 1 600/s over 2 units (utilisation 1) Poisson arrivals queue; a p90
+    # TTFT of 3 ms then needs more units, added 10 % (at least one) at a time, and the checked fleet meets it.
+    dep = Deployment(engine())
+    targets = Targets(ttft_s=3 * MS)
+    cache = Flat({1: 1.0})
+    point = operating_point(dep, PROMPT, OUTPUT, targets, cache)
+    sized = check_at_traffic(dep, point, size(dep, point, 1600.0), PROMPT, OUTPUT, targets, cache, 1600.0, seed=0)
+    assert sized.units > 2
+    assert sized.at_traffic is not None and not sized.at_traffic.misses
+    assert sized.utilisation == pytest.approx(1600.0 / (sized.units * 800.0))
+
+
+def _brute_force(deps: list[Deployment], prices: list[float], targets: Targets, demand: float) -> list[float]:
+    cache = SurfaceCache(8192, 256, 3000)
+    costs = []
+    for dep, price in zip(deps, prices, strict=True):
+        point = operating_point(dep, np.array([2048]), np.array([256]), targets, cache)
+        if point.misses:
+            continue
+        s = size(dep, point, demand)
+        s = check_at_traffic(dep, point, s, np.array([2048]), np.array([256]), targets, cache, demand, 0)
+        if s.at_traffic is not None and not s.at_traffic.misses:
+            costs.append(price * s.devices)
+    return sorted(costs)
+
+
+def test_best_first_equals_a_brute_force_search() -> None:
+    deps = [Deployment(EngineSpec(run(t), Scheduler(kind="chunked", max_num_seqs=s))) for t in (1, 2)
+            for s in (16, 64, 128)]  # fmt: skip
+    prices = [2.0] * len(deps)
+    targets = Targets(ttft_s=0.5, tpot_s=0.02)
+    plan = plan_serving(deps, prices, np.array([2048]), np.array([256]), targets, 30.0, max_results=3)
+    assert plan.ranked_by == "cost" and plan.feasible
+    costs = [float(e.cost_per_hour or 0.0) for e in plan.feasible]
+    assert costs == sorted(costs)
+    assert costs == _brute_force(deps, prices, targets, 30.0)[: len(costs)]
+    for e in plan.feasible:
+        assert e.meets and e.sized.at_traffic is not None
+        assert e.sized.at_traffic.ttft_s.p90 <= 0.5 and e.sized.at_traffic.tpot_s.p90 <= 0.02
+
+
+def test_tpot_pruning_skips_only_batches_that_miss() -> None:
+    # Llama 3 8B on one H100: TPOT grows with the batch. Those pruned, simulated on their own, miss too.
+    seqs = (8, 32, 128, 512)
+    deps = [Deployment(EngineSpec(run(1), Scheduler(kind="chunked", max_num_seqs=s))) for s in seqs]
+    targets = Targets(tpot_s=0.012)
+    plan = plan_serving(deps, [None] * 4, np.array([1024]), np.array([128]), targets, 5.0)
+    assert plan.pruned >= 1 and len(plan.entries) + plan.pruned == 4
+    simulated = {e.index for e in plan.entries}
+    cache = SurfaceCache(8192, 512, 1152)
+    for i in set(range(4)) - simulated:
+        assert operating_point(deps[i], np.array([1024]), np.array([128]), targets, cache).misses
+    assert plan.ranked_by == "devices"
+
+
+def test_pareto_frontier_by_hand() -> None:
+    # (per user, per device): (3, 1) is fastest per user; (2, 4.5) beats (2, 4); (1, 5) has the most per device;
+    # (0.5, 3) is beaten by (1, 5).
+    points = [(1.0, 5.0), (2.0, 4.0), (0.5, 3.0), (2.0, 4.5), (3.0, 1.0)]
+    assert pareto(points) == [4, 3, 0]
+
+
+def test_percentiles_are_p50_p90_or_p99() -> None:
+    with pytest.raises(ValueError, match=r"objectives\.percentile"):
+        Targets(percentile="p95")
+
+
+def flat_pool(ms: float = 1.0, **kw: int | str) -> Pool:
+    sched = Scheduler(kind="continuous", kv_blocks=10_000, block_size=1, **kw)  # type: ignore[arg-type]
+    return Pool(roofline.serving.IterationSurface.flat(ms * MS), sched)
+
+
+def test_a_one_token_answer_ends_with_its_prompt() -> None:
+    # One client: the first answer is one token, ready with the prompt at 1 ms; the client's next request starts
+    # then (first token 2 ms, second at 3 ms). Before the fix the first never ended and the loop lost its client.
+    tr = simulate(Requests(np.array([4, 4]), np.array([1, 2]), None, 1), flat_pool())
+    assert tr.end == pytest.approx([1 * MS, 3 * MS])
+    # Disaggregated: a one-token answer never goes to a decode worker.
+    req = Requests(np.array([4, 4]), np.array([1, 3]), np.array([0.0, 0.0]), 0)
+    tr = simulate(req, flat_pool(), flat_pool(), lambda prompt: 0.0)
+    assert tr.first == pytest.approx([1 * MS, 1 * MS])
+    assert tr.end[0] == pytest.approx(1 * MS)
+    assert math.isfinite(tr.end[1]) and tr.end[1] > 1 * MS
