@@ -27,3 +27,31 @@ def test_backend_defaults_are_the_engines_own() -> None:
     assert vs.ENGINES["trtllm"].kv_policy == "reserve" and vs.ENGINES["trtllm"].block_size == 32
     assert vs.ENGINES["vllm"].kv_policy == "on_demand" and vs.ENGINES["vllm"].block_size == 16
     assert vs.ENGINES["vllm"].max_num_batched_tokens == 8192
+
+
+def test_aggregated_layouts_written_as_tensor_times_expert_are_read_as_the_engine() -> None:
+    # The same measurement (DeepSeek-R1, B200, TensorRT-LLM, 1024/1024, TPOT 9.405 ms) is in two source files: once
+    # as tensor 4, MoE tensor 1 × expert 4 (aiconfigurator's schema), once as tensor 16, MoE tensor 4 × expert 4.
+    row = {"backend": "trtllm", "attention_dp_size": "1", "moe_ep_size": "4"}
+    assert vs.agg_layout(row | {"tp_size": "4", "moe_tp_size": "1"}) == (4, 1, 4)
+    assert vs.agg_layout(row | {"tp_size": "16", "moe_tp_size": "4"}) == (4, 1, 4)
+    # Attention-DP 8 with experts over 8 (MoE 1 × 8), and the same engine written as attention-DP 64, MoE 8 × 8.
+    dep = {"backend": "trtllm", "tp_size": "1", "moe_ep_size": "8"}
+    assert vs.agg_layout(dep | {"attention_dp_size": "8", "moe_tp_size": "1"}) == (1, 8, 8)
+    assert vs.agg_layout(dep | {"attention_dp_size": "64", "moe_tp_size": "8"}) == (1, 8, 8)
+    # Tensor-parallel experts without expert parallelism stay as written, and so does TensorRT-LLM's tensor 8 with
+    # its experts as MoE tensor 2 × expert 4 (an expert group of 4 cannot live on 2 GPUs).
+    assert vs.agg_layout(row | {"tp_size": "8", "moe_tp_size": "8", "moe_ep_size": "1"}) == (8, 1, 1)
+    assert vs.agg_layout(row | {"tp_size": "8", "moe_tp_size": "2"}) == (8, 1, 4)
+
+
+def test_disaggregated_rows_without_worker_counts_are_listed_not_guessed() -> None:
+    root = data_dir(None)
+    with open_text(resolve(root / vs.SILICON)) as f:
+        table = list(csv.DictReader(f))
+    sample = table[:: max(1, len(table) // 120)]
+    unknown = {r["id"] for r in sample if r["mode"] == "disagg" and not r["decode_num_workers"]}
+    assert unknown, "the sample holds disaggregated rows without worker counts"
+    rows, skipped = vs.silicon_rows(root, limit=120)
+    assert not unknown & {r["id"] for r in rows}
+    assert {s["id"] for s in skipped if "without worker counts" in s["why"]} == unknown
