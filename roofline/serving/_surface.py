@@ -89,14 +89,32 @@ class _Grid2:
     z: list[list[float]]  # z[i][j] at (a[i], b[j])
 
     def __call__(self, va: float, vb: float) -> float:
-        ia, ta = _locate(self.a, va)
-        ib, tb = _locate(self.b, vb)
-        z = self.z
-        r0 = z[ia][ib] + (z[ia][ib + 1] - z[ia][ib]) * tb if len(self.b) > 1 else z[ia][0]
-        if len(self.a) == 1:
-            return r0
-        r1 = z[ia + 1][ib] + (z[ia + 1][ib + 1] - z[ia + 1][ib]) * tb if len(self.b) > 1 else z[ia + 1][0]
-        return r0 + (r1 - r0) * ta
+        # `_locate` inlined for both axes: this runs once or twice per simulated iteration.
+        a, b, z = self.a, self.b, self.z
+        if len(b) == 1:
+            if len(a) == 1:
+                return z[0][0]
+            ia, ta = _locate(a, va)
+            return z[ia][0] + (z[ia + 1][0] - z[ia][0]) * ta
+        if vb <= b[0]:
+            ib, tb = 0, 0.0
+        else:
+            ib = bisect_right(b, vb) - 1
+            if ib > len(b) - 2:
+                ib = len(b) - 2
+            tb = (vb - b[ib]) / (b[ib + 1] - b[ib])
+        if len(a) == 1:
+            return z[0][ib] + (z[0][ib + 1] - z[0][ib]) * tb
+        if va <= a[0]:
+            ia, ta = 0, 0.0
+        else:
+            ia = bisect_right(a, va) - 1
+            if ia > len(a) - 2:
+                ia = len(a) - 2
+            ta = (va - a[ia]) / (a[ia + 1] - a[ia])
+        z0, z1 = z[ia], z[ia + 1]
+        r0 = z0[ib] + (z0[ib + 1] - z0[ib]) * tb
+        return r0 + (z1[ib] + (z1[ib + 1] - z1[ib]) * tb - r0) * ta
 
 
 def _locate(x: list[float], v: float) -> tuple[int, float]:
