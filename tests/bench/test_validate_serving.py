@@ -55,3 +55,28 @@ def test_disaggregated_rows_without_worker_counts_are_listed_not_guessed() -> No
     rows, skipped = vs.silicon_rows(root, limit=120)
     assert not unknown & {r["id"] for r in rows}
     assert {s["id"] for s in skipped if "without worker counts" in s["why"]} == unknown
+
+
+def test_experts_split_wider_than_the_attention_tensor_group_are_spread_as_expert_parallelism() -> None:
+    # Attention-DP 8 with tensor-parallel experts (MoE 8 × 1): each device holds 1/8 of every layer's experts, as
+    # expert parallelism over the 8 devices does; experts within the tensor group stay as written.
+    assert vs.expert_group(1, 8, 1) == 8
+    assert vs.expert_group(1, 4, 8) == 32
+    assert vs.expert_group(8, 8, 1) == 1
+    assert vs.expert_group(8, 1, 8) == 8
+    assert vs.expert_group(8, 2, 4) == 4
+    row = {"backend": "trtllm", "tp_size": "1", "attention_dp_size": "4", "moe_tp_size": "4", "moe_ep_size": "1"}
+    assert vs.agg_layout(row) == (1, 4, 4)
+    # A dense model's row with attention-DP and MoE columns of 0 (not used): tensor 2 alone.
+    dense = {"backend": "trtllm", "tp_size": "2", "attention_dp_size": "0", "moe_tp_size": "0", "moe_ep_size": "0"}
+    assert vs.agg_layout(dense) == (2, 1, 1)
+
+
+def test_aggregated_replicas_come_from_the_per_rank_batch() -> None:
+    # aiconfigurator's batch_size is the concurrency per attention rank of one worker: 288 clients at 144 per
+    # worker are 2 workers; 256 at 4 per rank of 64 attention-DP ranks, one.
+    row = {"batch_size": "144", "attention_dp_size": "0"}
+    assert vs.agg_replicas(row, 288) == 2
+    assert vs.agg_replicas({"batch_size": "4", "attention_dp_size": "64"}, 256) == 1
+    assert vs.agg_replicas({"batch_size": "", "attention_dp_size": "1"}, 8) == 1
+    assert vs.agg_replicas({"batch_size": "3", "attention_dp_size": "1"}, 8) == 1  # not a whole number of workers
