@@ -139,6 +139,39 @@ def _static(front: EngineSpec, isl: int, osl: int, batch: int) -> tuple[float, f
     return est.prefill.time_s, est.decode_mean_step_s or 0.0
 
 
+def agg_layout(row: dict[str, str]) -> tuple[int, int, int]:
+    """(tensor, attention data-parallel, expert) of an aggregated row. aiconfigurator's schema has tensor ×
+    attention-DP = MoE tensor × MoE expert = the worker's GPUs (its `sdk/config_adapter/inferencex.py`,
+    `_worker`). Some source files instead wrote the product of the engine's `tp` and `ep` as the width, with MoE
+    tensor = `tp`: the same measurement appears once as tensor 4, MoE 1 × 4 and once as tensor 16, MoE 4 × 4 (and
+    attention-DP 8, MoE 1 × 8 against attention-DP 64, MoE 8 × 8). A row whose MoE layout is both tensor- and
+    expert-split with that product as its width, and whose expert group fits in its MoE tensor width (TensorRT-LLM
+    and SGLang place the expert group inside the engine's GPUs), is read as that engine: MoE tensor GPUs with expert
+    parallelism over them (docs/decisions/0024-serving-validation-columns.md). Tensor 8 as MoE 2 × 4 stays."""
+    # 0 or empty: the dimension is not used (the gap-analysis files write attention-DP 0 for dense models).
+    tp, adp, ep = (max(1, _int(row[k])) for k in ("tp_size", "attention_dp_size", "moe_ep_size"))
+    moe_tp = max(1, _int(row["moe_tp_size"]))
+    if row["backend"] != "vllm" and moe_tp > 1 and ep > 1 and moe_tp % ep == 0 and tp * adp == moe_tp * ep:
+        return (moe_tp, 1, ep) if adp == 1 else (1, moe_tp, ep)
+    return tp, adp, expert_group(tp, moe_tp, ep)
+
+
+def agg_replicas(row: dict[str, str], concurrency: int) -> int:
+    """Aggregated workers: aiconfigurator's `batch_size` is the concurrency per attention rank of one worker,
+    concurrency / (replicas × attention-DP) (`sdk/config_adapter/inferencex.py`, `_worker`); 1 where that is not a
+    whole number (the gap-analysis files run 2 to 32 replicas of one layout; every other row has 1)."""
+    per = _int(row["batch_size"], 0) * max(1, _int(row["attention_dp_size"]))
+    return concurrency // per if per and concurrency % per == 0 and concurrency >= per else 1
+
+
+def expert_group(tp: int, moe_tp: int, moe_ep: int) -> int:
+    """The core's expert parallelism for a MoE layout of `moe_tp` × `moe_ep` GPUs. The core splits experts over the
+    tensor group, or over an expert group; experts split wider than the attention's tensor group (attention data
+    parallelism with tensor-parallel experts: tensor 1, attention-DP 8, MoE 8 × 1) are spread over that whole group
+    as expert parallelism: the same weight bytes on each device, each expert whole on one device instead of split."""
+    return moe_tp * moe_ep if moe_tp * moe_ep > tp else moe_ep
+
+
 def silicon_rows(root: Path, limit: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     with open_text(resolve(root / SILICON)) as f:
         table = list(csv.DictReader(f))
@@ -155,17 +188,25 @@ def silicon_rows(root: Path, limit: int | None = None) -> tuple[list[dict[str, A
         be, mode = row["backend"], row["mode"]
         try:
             if mode == "agg":
-                tp, adp, pp = _int(row["tp_size"]), _int(row["attention_dp_size"]), _int(row["pp_size"])
-                front = _engine(row["model_path"], row["system"], row["precision"], be, tp, adp, pp,
-                                _int(row["moe_ep_size"]), 1)  # fmt: skip
+                tp, adp, ep = agg_layout(row)
+                front = _engine(row["model_path"], row["system"], row["precision"], be, tp, adp,
+                                _int(row["pp_size"]), ep, agg_replicas(row, c))  # fmt: skip
                 back = None
+            elif not row["prefill_num_workers"] or not row["decode_num_workers"]:
+                # Without worker counts the prefill and decode widths are totals over an unknown number of workers
+                # (12 … 72 GPUs, equal on both sides), and identical columns were measured differently.
+                raise Unexpressible("disaggregated row without worker counts: the per-worker layout is not recorded")
             else:
                 front = _engine(row["model_path"], row["system"], row["precision"], be, _int(row["prefill_tp_size"]),
                                 _int(row["prefill_attention_dp_size"]), _int(row["prefill_pp_size"]),
-                                _int(row["prefill_moe_ep_size"]), _int(row["prefill_num_workers"]))  # fmt: skip
+                                expert_group(_int(row["prefill_tp_size"]), _int(row["prefill_moe_tp_size"]),
+                                             _int(row["prefill_moe_ep_size"])),
+                                _int(row["prefill_num_workers"]))  # fmt: skip
                 back = _engine(row["model_path"], row["system"], row["precision"], be, _int(row["decode_tp_size"]),
                                _int(row["decode_attention_dp_size"]), _int(row["decode_pp_size"]),
-                               _int(row["decode_moe_ep_size"]), _int(row["decode_num_workers"]))  # fmt: skip
+                               expert_group(_int(row["decode_tp_size"]), _int(row["decode_moe_tp_size"]),
+                                            _int(row["decode_moe_ep_size"])),
+                               _int(row["decode_num_workers"]))  # fmt: skip
             est = _simulate(front, back, isl, osl, c, max(4 * c, 64))
             engines = front.replicas * front.run.parallelism.data
             s_ttft, s_tpot = _static(back or front, isl, osl, -(-c // engines))

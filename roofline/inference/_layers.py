@@ -19,6 +19,13 @@ from roofline.inference._config import InferenceRun, IntArray
 from roofline.inference._evaluation import Call, Evaluator
 from roofline.inference._memory import expert_shard, is_window_layer, kv_heads_per_device, touched_experts
 from roofline.inference._phase import Pass
+from roofline.ops import DECODE_MAX_PACKED_GROUP
+
+# Blackwell's MLA decode kernel (CUTLASS sm100 MLA, as shipped in FlashInfer 0.7.2:
+# include/flashinfer/attention/blackwell/kernel/sm100_fmha_mla_tma_warpspecialized.hpp l. 86,
+# `static_assert(TileShapeH{} == 128)`) holds 128 query heads of one sequence in a thread block, so each latent tile
+# is read once for all of them: a device reads its latent cache ⌈heads / 128⌉ times per step.
+MLA_DECODE_TILE_HEADS = 128.0
 
 # PyTorch's softmax keeps a row of at most 1024 elements in registers (one pass, online max and sum); longer rows go
 # to its block softmax, which reads the input three times (aten/src/ATen/native/cuda/SoftMax.cu, host_softmax; the
@@ -195,7 +202,13 @@ class LayerOps:
         else:
             self.linear("q_absorb", float(a.kv_lora_rank), float(a.nope_dim), layers, batch=h_dev)
             latent, lora = float(a.latent), float(a.kv_lora_rank)
-            self.attend(h_dev, 1.0, latent, lora, self.kv_factor, self.kv_factor * latent / (latent + lora))
+            # More heads than a packed decode group (attention data parallelism: all heads on each device): the
+            # op's packed groups of `DECODE_MAX_PACKED_GROUP` heads keep the FLOPs and the tiles, and the latent's
+            # reads are scaled to the MLA kernel's, once per `MLA_DECODE_TILE_HEADS` heads.
+            groups = max(1.0, float(np.ceil(h_dev / DECODE_MAX_PACKED_GROUP)))
+            reads = float(np.ceil(h_dev / MLA_DECODE_TILE_HEADS)) / groups if groups > 1.0 else 1.0
+            kv_read = self.kv_factor * reads
+            self.attend(h_dev, groups, latent, lora, kv_read, kv_read * latent / (latent + lora))
             self.linear("v_absorb", float(a.v_dim), lora, layers, batch=h_dev)
         return h_dev * a.v_dim
 

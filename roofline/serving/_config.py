@@ -42,7 +42,9 @@ class Scheduler:
     (TensorRT-LLM's GUARANTEED_NO_EVICT default); `on_demand` allocates as tokens are written and, when the pool runs
     out, preempts the most recently admitted request, which recomputes its tokens when readmitted (vLLM's
     recompute preemption). `iteration_overhead_s`: the engine's own per-iteration host time (scheduling,
-    sampling) not hidden behind the GPU; `cuda_graphs: False` bounds each iteration below by its kernels' launches."""
+    sampling) not hidden behind the GPU; `cuda_graphs`: pure-decode iterations are CUDA-graph replays, each kernel at
+    the graph's fixed cost (`_surface.GRAPH_KERNEL_S`), while iterations with prefill run eagerly; False: every
+    iteration is eager and takes at least its kernels' launches."""
 
     kind: str = "chunked"
     max_num_seqs: int = 256

@@ -12,9 +12,9 @@ from roofline.inference import InferenceRun, Parallelism, kv_bytes_per_sequence,
 from roofline.inference._memory import activation_bytes_per_sequence
 from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError
 from roofline.serving._simulator import Pool
-from roofline.serving._surface import IterationSurface, build_surface
+from roofline.serving._surface import GRAPH_KERNEL_S, IterationSurface, build_surface
 
-SurfaceBuilder = Callable[[InferenceRun, int, int, int], IterationSurface]
+SurfaceBuilder = Callable[[InferenceRun, int, int, int, float | None], IterationSurface]
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ def _pool(
     tokens = sched.max_num_batched_tokens
     if sched.kind == "static":
         tokens = sched.max_num_seqs * int(requests.prompt.max())
-    surface = build(spec.run, max(tokens, 1), sched.max_num_seqs, longest)
+    graph = GRAPH_KERNEL_S if sched.cuda_graphs and sched.kind != "static" else None
+    surface = build(spec.run, max(tokens, 1), sched.max_num_seqs, longest, graph)
     scheduler = replace(sched, kv_blocks=per_engine)
     hw = spec.run.system.hardware
     engines = spec.replicas * p * spec.run.parallelism.data  # attention data-parallel ranks schedule on their own

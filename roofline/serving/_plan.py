@@ -118,15 +118,17 @@ class SurfaceCache:
     context: int
     built: dict[tuple[object, ...], tuple[IterationSurface, int, int, int]] = field(default_factory=dict)
 
-    def __call__(self, run: InferenceRun, tokens: int, sequences: int, context: int) -> IterationSurface:
-        key = (id(run.model), id(run.system), run.parallelism, run.precision)
+    def __call__(
+        self, run: InferenceRun, tokens: int, sequences: int, context: int, graph_kernel_s: float | None = None
+    ) -> IterationSurface:
+        key = (id(run.model), id(run.system), run.parallelism, run.precision, graph_kernel_s)
         have = self.built.get(key)
         if have is not None and tokens <= have[1] and sequences <= have[2] and context <= have[3]:
             return have[0]
         t, s, c = max(tokens, self.tokens), max(sequences, self.sequences), max(context, self.context)
         if have is not None:
             t, s, c = max(t, have[1]), max(s, have[2]), max(c, have[3])
-        surface = build_surface(run, t, s, c)
+        surface = build_surface(run, t, s, c, graph_kernel_s)
         self.built[key] = (surface, t, s, c)
         return surface
 

@@ -34,6 +34,13 @@ from roofline.inference._layers import LayerOps
 from roofline.inference._phase import Pass, pass_time
 
 _OVERHEAD = TERMS.index("overhead_s")
+
+# A kernel's fixed cost inside a CUDA-graph replay: no host launch, only the device's own scheduling of the next
+# kernel, the shortest kernel a graph replays (aiconfigurator's 1×32×32 GEMM on A100, 2.5 µs; the same figure as
+# `adapters.KERNEL_FLOOR_S` and bench/validate.py's graph-replay scopes). The engines replay their decode batches as
+# graphs (TensorRT-LLM's `cuda_graph_config`, SGLang's `cuda_graph_max_bs`, vLLM V1's captured sizes) and run
+# iterations with prefill chunks eagerly, at the profile's launch cost.
+GRAPH_KERNEL_S = 2.5e-6
 ATTENTION_ROWS = ("attention", "attention_scores", "softmax", "attention_values")
 HEAD_ROWS = ("lm_head", "final_norm")
 
@@ -82,14 +89,32 @@ class _Grid2:
     z: list[list[float]]  # z[i][j] at (a[i], b[j])
 
     def __call__(self, va: float, vb: float) -> float:
-        ia, ta = _locate(self.a, va)
-        ib, tb = _locate(self.b, vb)
-        z = self.z
-        r0 = z[ia][ib] + (z[ia][ib + 1] - z[ia][ib]) * tb if len(self.b) > 1 else z[ia][0]
-        if len(self.a) == 1:
-            return r0
-        r1 = z[ia + 1][ib] + (z[ia + 1][ib + 1] - z[ia + 1][ib]) * tb if len(self.b) > 1 else z[ia + 1][0]
-        return r0 + (r1 - r0) * ta
+        # `_locate` inlined for both axes: this runs once or twice per simulated iteration.
+        a, b, z = self.a, self.b, self.z
+        if len(b) == 1:
+            if len(a) == 1:
+                return z[0][0]
+            ia, ta = _locate(a, va)
+            return z[ia][0] + (z[ia + 1][0] - z[ia][0]) * ta
+        if vb <= b[0]:
+            ib, tb = 0, 0.0
+        else:
+            ib = bisect_right(b, vb) - 1
+            if ib > len(b) - 2:
+                ib = len(b) - 2
+            tb = (vb - b[ib]) / (b[ib + 1] - b[ib])
+        if len(a) == 1:
+            return z[0][ib] + (z[0][ib + 1] - z[0][ib]) * tb
+        if va <= a[0]:
+            ia, ta = 0, 0.0
+        else:
+            ia = bisect_right(a, va) - 1
+            if ia > len(a) - 2:
+                ia = len(a) - 2
+            ta = (va - a[ia]) / (a[ia + 1] - a[ia])
+        z0, z1 = z[ia], z[ia + 1]
+        r0 = z0[ib] + (z0[ib + 1] - z0[ib]) * tb
+        return r0 + (z1[ib] + (z1[ib + 1] - z1[ib]) * tb - r0) * ta
 
 
 def _locate(x: list[float], v: float) -> tuple[int, float]:
@@ -117,6 +142,9 @@ class IterationSurface:
     kernels: float
     error: float
     send_s: _Grid1
+    # A pure-decode iteration's body, LM head and sends in one interpolant (the simulator's hot path), its kernels'
+    # fixed costs those of a CUDA-graph replay when built with `graph_kernel_s`; None: the parts above, summed.
+    decode_body: _Grid1 | None = None
 
     def time(self, prefill_tokens: float, chunks: list[tuple[float, float]], decode: float, context: float,
              sampled: float) -> float:  # fmt: skip
@@ -142,7 +170,10 @@ class IterationSurface:
         )  # fmt: skip
 
     def decode_time(self, decode: float, context: float) -> float:
-        """A pure decode iteration (the hot path of the simulator)."""
+        """A pure decode iteration (the hot path of the simulator), replayed as a CUDA graph when the surface was
+        built with `graph_kernel_s`."""
+        if self.decode_body is not None:
+            return self.decode_body(decode) + self.decode_attention(decode, context / decode)
         return (
             self.body(decode)
             + self.head(decode)
@@ -151,9 +182,12 @@ class IterationSurface:
         )
 
 
-def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_context: int) -> IterationSurface:
+def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_context: int,
+                  graph_kernel_s: float | None = None) -> IterationSurface:  # fmt: skip
     """Evaluate the parts of an iteration on grids for one engine (`run`: model, system, parallelism, precision;
-    its workload is ignored) up to `max_tokens` per pass, `max_sequences` decoding and `max_context` keys."""
+    its workload is ignored) up to `max_tokens` per pass, `max_sequences` decoding and `max_context` keys.
+    `graph_kernel_s`: pure-decode iterations are CUDA-graph replays whose kernels each cost this fixed time instead
+    of the profile's launch (`GRAPH_KERNEL_S`); None: every iteration runs eagerly."""
     ev = Evaluator()
     tokens = np.array(token_grid(max(max_tokens, max_sequences)), dtype=np.float64)
     # Decode attention steps with the waves of its CTAs over the SMs (sequences × KV heads, split along the keys):
@@ -212,11 +246,20 @@ def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_co
     prefill_attention = _Grid2(chunk.tolist(), cached.tolist(), (pre_t - pre_fixed).reshape(pg_q.shape).tolist())
     send_s = _Grid1(tokens.tolist(), ((p - 1) * send.time_s).tolist() if send is not None else [0.0] * tokens.size)
 
+    decode_fixed = body_t + head_t + np.asarray(send_s.y)
+    launch = run.system.hardware.launch_s
+    if graph_kernel_s is not None and graph_kernel_s < launch:
+        # Each kernel's fixed cost (the `overhead_s` term: launches × the profile's launch cost) becomes the graph's.
+        attention_fixed = _attention(dec_pass)[1].reshape(dg_d.shape).mean(axis=1)
+        over = _overheads(body_pass) + attention_fixed[np.clip(np.searchsorted(seqs, tokens), 0, seqs.size - 1)]
+        decode_fixed = decode_fixed - over * (1.0 - graph_kernel_s / launch)
     surface = IterationSurface(
-        body, prefill_body, head, decode_attention, prefill_attention, fixed, kernels, 0.0, send_s
-    )
+        body, prefill_body, head, decode_attention, prefill_attention, fixed, kernels, 0.0, send_s,
+        _Grid1(tokens.tolist(), decode_fixed.tolist()),
+    )  # fmt: skip
     core_dec = pass_time(check_dec.totals())
-    err_dec = np.abs(np.array([surface.decode_time(d, d * c) - send_s(d) for d, c in zip(md_d, md_c, strict=True)])
+    eager = replace(surface, decode_body=None)
+    err_dec = np.abs(np.array([eager.decode_time(d, d * c) - send_s(d) for d, c in zip(md_d, md_c, strict=True)])
                      - core_dec) / core_dec  # fmt: skip
     core_pre = pass_time(check_pre.totals())
     mine = [surface.time(q, [(q, c)], 0.0, 0.0, 1.0) - send_s(q) for q, c in zip(mq_q, mq_c, strict=True)]
@@ -236,6 +279,16 @@ def _split(ps: Pass) -> tuple[Array, Array, float]:
         elif name not in ATTENTION_ROWS:
             body += values[TIME]
     return body, head, kernels
+
+
+def _overheads(ps: Pass) -> Array:
+    """Fixed costs (launches × launch cost) of a pass's kernels but attention's, per sample; collectives have
+    none."""
+    out = np.zeros(ps.samples)
+    for name, (values, _) in ps.totals().items():
+        if name not in ATTENTION_ROWS:
+            out += values[_OVERHEAD]
+    return out
 
 
 def _attention(ps: Pass) -> tuple[Array, Array]:

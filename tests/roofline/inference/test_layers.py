@@ -81,3 +81,24 @@ def test_deepseek_v3_latent_attention_caches_a_576_value_latent() -> None:
     assert decode["attention"].bytes == pytest.approx(61 * (latent_bytes + q_and_o))
     assert decode["attention"].flops >= 61 * 4 * 4 * 16 * 1024 * 544  # two products of 2·b·h·kv·d_eff
     assert "kv_up_projection" in rows(est.prefill)  # the prefill projects the latent up and attends as MHA
+
+
+def test_deepseek_v3_decode_with_all_heads_on_a_device_reads_the_latent_once() -> None:
+    # Attention data parallelism (tensor 1, attention-DP 8): each device attends with all 128 heads. Blackwell's MLA
+    # decode kernel holds 128 query heads per thread block (CUTLASS sm100 MLA, TileShapeH == 128), so the latent is
+    # read once, as with 16 heads at tensor 8; queries and outputs are 8 times wider; the FLOPs 8 times more.
+    model = MODELS["deepseek-v3"]
+    prec = inf.Precision("fp8", "bf16", "bf16")
+
+    def decode(par: inf.Parallelism) -> dict[str, inf.OpRow]:
+        run = inf.InferenceRun(model, system("h200-sxm"), inf.Workload.uniform(4, 1023, 2), par, prec)
+        return rows(inf.estimate_inference(run).decode)
+
+    wide, narrow = decode(inf.Parallelism(tensor=1, data=8, expert=8)), decode(inf.Parallelism(tensor=8))
+    latent_bytes = 4 * 1024 * 576 * 2
+    q_and_o = 2 * 4 * 128 * 544 * 2
+    assert wide["attention"].bytes == pytest.approx(61 * (latent_bytes + q_and_o))
+    assert wide["attention"].flops == pytest.approx(8 * narrow["attention"].flops)
+    # Before: a masked-MHA block per head read the latent 128 times (125 times the bytes of tensor 8, 12.5 times the
+    # time); now the time grows with the FLOPs' compute share only.
+    assert wide["attention"].time_s < 2 * narrow["attention"].time_s

@@ -44,7 +44,9 @@ class Flat(SurfaceCache):
         super().__init__(1, 1, 1)
         self.ms = ms
 
-    def __call__(self, r: InferenceRun, tokens: int, sequences: int, context: int) -> roofline.serving.IterationSurface:
+    def __call__(
+        self, r: InferenceRun, tokens: int, sequences: int, context: int, graph_kernel_s: float | None = None
+    ) -> roofline.serving.IterationSurface:
         return roofline.serving.IterationSurface.flat(self.ms[r.parallelism.tensor] * MS)
 
 

@@ -90,13 +90,31 @@ def spec(kind: str = "chunked", **kw: int) -> EngineSpec:
 
 
 def test_concurrency_one_reproduces_the_static_run_of_one_request() -> None:
+    # The static run launches every kernel eagerly: so does an engine without CUDA graphs.
     req = closed([2048] * 4, [256] * 4, 1)
-    ready = roofline.serving.prepare(spec(), req)
-    est = estimate_serving(spec(), req, prepared=ready)
+    eager = EngineSpec(RUN, Scheduler(cuda_graphs=False))
+    ready = roofline.serving.prepare(eager, req)
+    est = estimate_serving(eager, req, prepared=ready)
     static = estimate_inference(replace(RUN, workload=Workload.uniform(1, 2048, 256)))
     assert est.e2e_s.mean == pytest.approx(static.prefill.time_s + static.decode.time_s, rel=ready.surface_error)
     assert est.ttft_s.mean == pytest.approx(static.prefill.time_s, rel=ready.surface_error)
     assert ready.surface_error < 0.15
+
+
+def test_cuda_graphs_replay_each_decode_kernel_at_the_graphs_fixed_cost() -> None:
+    # One request at a time, 2 048 prompt and 256 output tokens. Replayed as a CUDA graph, each of a decode step's
+    # kernels costs 2.5 µs of fixed time instead of the profile's launch (5 µs on the H100 profile): each of the 255
+    # decode steps is shorter by half its kernels' fixed costs (the static run's decode `overhead_s`, launches ×
+    # 5 µs, summed over its steps); the prefill runs eagerly, so the first token does not move.
+    assert H100.hardware.launch_s == 5e-6
+    req = closed([2048] * 4, [256] * 4, 1)
+    eager = estimate_serving(EngineSpec(RUN, Scheduler(cuda_graphs=False)), req)
+    graph = estimate_serving(EngineSpec(RUN, Scheduler()), req)
+    static = estimate_inference(replace(RUN, workload=Workload.uniform(1, 2048, 256)))
+    fixed = sum(r.overhead_s for r in static.decode.rows)
+    assert fixed > 255 * 32 * 5 * 5e-6  # at least 5 kernels a layer launched each step
+    assert graph.ttft_s.mean == pytest.approx(eager.ttft_s.mean, rel=1e-12)
+    assert eager.e2e_s.mean - graph.e2e_s.mean == pytest.approx(fixed * (1 - 2.5e-6 / 5e-6), rel=0.02)
 
 
 @pytest.mark.parametrize("kind", ["static", "continuous", "chunked"])
