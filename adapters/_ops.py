@@ -37,7 +37,7 @@ def kernels(hw: roofline.Hardware, op: Any, v: dict[str, Any]) -> list[roofline.
         case Matmul():
             return roofline.matmul(
                 hw, v["m"], v["n"], v["k"], v["batch"], op.dtype, op.out_dtype, op.tile,
-                tuple(str(e) for e in op.epilogue), op.fuse_epilogue,
+                tuple(str(e) for e in op.epilogue), op.fuse_epilogue, str(op.precision),
             )  # fmt: skip
         case Elementwise():
             return roofline.elementwise(
@@ -103,11 +103,21 @@ def size_fields(cls: type[InputModel]) -> tuple[tuple[str, ...], tuple[str, ...]
 
 
 def _check_dtype(hw: roofline.Hardware, op: Any, where: str) -> None:
-    """Ops on the matrix unit need a peak for their dtype (no fp8 on an A100): say so, naming the op's dtype."""
+    """Ops on the matrix unit need a peak for their dtype (no fp8 on an A100): say so, naming the op's dtype (or the
+    matmul's precision, when its fp32 inputs ask for a rate the device lacks: tf32 on a V100)."""
     if isinstance(op, Chain):
         for index, leaf in enumerate(op.ops):
             _check_dtype(hw, leaf, f"{where}.ops.{index}")
-    elif isinstance(op, Matmul | Attention):
+    elif isinstance(op, Matmul):
+        try:
+            hw.matrix_peak(str(op.dtype))
+        except ValueError as err:
+            raise InvalidField(f"{where}.dtype", str(err)) from None
+        try:
+            roofline.matmul_rate(hw, str(op.dtype), str(op.precision))
+        except ValueError as err:
+            raise InvalidField(f"{where}.precision", str(err)) from None
+    elif isinstance(op, Attention):
         try:
             hw.matrix_peak(str(op.dtype))
         except ValueError as err:
@@ -124,8 +134,10 @@ def evaluate(
     """One op, or a grid of `points` of it when `overrides` holds arrays of that length, on one device; `where` is
     the op's field path in the request, for errors (`InvalidField`)."""
     _check_dtype(hw, op, where)
-    dtype = getattr(op, "dtype", "bf16")
-    vector_peak = hw.vector_peak(str(dtype))
+    # Framework kernels compute 16-bit elementwise math in fp32 (PyTorch's opmath_type: ATen/OpMathType.h; XLA's GPU
+    # backend upcasts bf16, `roofline.ops.alu_cost`), attention's softmax works on fp32 scores, and the memory-bound
+    # kernels declare the fp32 peak: the fp32 vector rate, not a profile's packed 16-bit one.
+    vector_peak = hw.vector_peak("fp32")
     try:
         if isinstance(op, Chain):
             parts = [kernels(hw, leaf, fields_of(leaf)) for leaf in op.ops]

@@ -188,7 +188,9 @@ def render(base: dict[str, Any]) -> Iterator[str]:
     yield (
         "The model's constants were chosen on the A100 tables; the B200 (Blackwell), RTX PRO 6000 Blackwell Server "
         "Edition (GB202) and L40S (Ada) rows are aiconfigurator's tables of those devices (TensorRT-LLM 1.3.0rc20, "
-        "CUDA-graph replay, bf16), predicted from their catalogue profiles with nothing fitted on them."
+        "CUDA-graph replay, bf16), predicted from their catalogue profiles with nothing fitted on them. The xla rows "
+        "are XLA's own matmul table on B200 and gfx950 (`mi355x`): 16-bit, fp8 and f32 products (f32 at XLA's "
+        "default precision: TF32 on B200, the FP32 Matrix Cores on gfx950), profiler kernel time."
     )
     yield ""
     yield "| source | family | device | points | median | p90 | bias | target (median / p90) | |"

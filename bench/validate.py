@@ -12,6 +12,8 @@ The data and their licences (see `validation/README.md` and each source's README
 - aiconfigurator-a100: NVIDIA ai-dynamo/aiconfigurator @095f58a5, Apache-2.0 (TensorRT-LLM 1.0.0 kernels, bf16).
 - vidur: microsoft/vidur @7d475133, MIT (fp16 Sarathi-Serve layers, torch profiler kernel sums).
 - llmcompass-a100: PrincetonUniversity/LLMCompass @2e015fd2, BSD-3-Clause (PyTorch fp16, host wall-clock).
+- xla: OpenXLA via ROCm/xla @dc660322, Apache-2.0 (XLA's matmul table on B200 and gfx950 = MI355X: bf16, fp16, fp8
+  and f32 at XLA's default precision, kernel time).
 
 Timing scopes differ (validation/README.md). Each is honoured by fixed costs, never by a per-shape fit: the per-kernel
 fixed cost goes in as the estimate option `launch_overhead_s`, and a measured call that runs more kernels than the
@@ -58,6 +60,7 @@ from service.benchmarks.datasets import (  # the parsers, shared with `ridgeline
     data_dir,
     llmcompass,
     vidur,
+    xla,
 )
 
 HARDWARE = "a100-sxm-80gb"
@@ -95,12 +98,16 @@ SCOPES = {
     # series, 48 at 12288): the call's extra host work runs under its kernel, which shows once it outlasts it.
     "llmcompass-layernorm": Scope(13.1e-6, floor_s=52e-6),
     "llmcompass-gelu": Scope(47e-6),  # 1 K … 4 M elements all take 47-49 µs
+    # XLA's matmul table: kernel time from the profiler (CUPTI / roctracer), no launch, as aiconfigurator's.
+    "xla": Scope(KERNEL_FLOOR_S),
 }
 
 SOURCES = {
     "aiconfigurator": "NVIDIA ai-dynamo/aiconfigurator @095f58a5 (Apache-2.0): TensorRT-LLM 1.0.0 on A100-SXM4-80GB",
     "vidur": "microsoft/vidur @7d475133 (MIT): Sarathi-Serve fp16 layers on A100, torch-profiler kernel sums",
     "llmcompass": "PrincetonUniversity/LLMCompass @2e015fd2 (BSD-3-Clause): PyTorch fp16 on A100-80GB, host time",
+    "xla": "OpenXLA via ROCm/xla @dc660322 (Apache-2.0): XLA's measured matmuls on B200 and gfx950 (MI355X), "
+    "kernel time, f32 at XLA's default precision",
 }
 
 
@@ -125,7 +132,7 @@ class Result:
 def load(root: Path | None = None) -> list[Group]:
     """Every measured group, from the three sources; aiconfigurator's on A100 and on the newer generations."""
     base = data_dir(root)
-    return [*aiconfigurator(base), *vidur(base), *llmcompass(base), *aiconfigurator_generations(base)]
+    return [*aiconfigurator(base), *vidur(base), *llmcompass(base), *aiconfigurator_generations(base), *xla(base)]
 
 
 def hardware(launch_s: float = KERNEL_FLOOR_S, spec: HardwareCreate | None = None) -> roofline.Hardware:

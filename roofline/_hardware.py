@@ -8,9 +8,11 @@ from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 
-# Bytes per element of each storage type. tf32 is stored as fp32; int4/fp4 pack two to a byte.
+# Bytes per element of each storage type. tf32 is stored as fp32; fp6 packs four to three bytes; int4/fp4 pack two
+# to a byte (block scales of MXFP6/MXFP4 not counted).
 DTYPE_BYTES: Mapping[str, float] = {
-    "fp64": 8.0, "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5,
+    "fp64": 8.0, "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp6": 0.75, "int8": 1.0,
+    "int4": 0.5, "fp4": 0.5,
 }  # fmt: skip
 
 
@@ -50,6 +52,7 @@ class Hardware:
     memory_latency_s: float | None = None  # loaded device-memory latency; None: no memory-parallelism limit
     threads_per_unit: int | None = None  # resident threads per compute unit (CUDA: max threads per SM)
     architecture: str | None = None  # instruction-set generation, e.g. "sm_80", for per-architecture costs
+    kind: str = "gpu"  # "gpu", "tpu" or "cpu": what a framework's default precision runs fp32 matmuls as
     extra: Mapping[str, float] = field(default_factory=dict)
 
     def matrix_peak(self, dtype: str) -> tuple[float, str]:

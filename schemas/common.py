@@ -42,7 +42,8 @@ class InputModel(BaseModel):
 
 
 class Dtype(StrEnum):
-    """Element types. fp8 is e4m3/e5m2; int4 and fp4 are packed two to a byte."""
+    """Element types. fp8 is e4m3/e5m2; fp6 is OCP MXFP6 (e2m3/e3m2, 6 bits); int4 and fp4 are packed two to a
+    byte. Block scales of the microscaling formats are not counted in the element size."""
 
     fp64 = "fp64"
     fp32 = "fp32"
@@ -50,6 +51,7 @@ class Dtype(StrEnum):
     bf16 = "bf16"
     fp16 = "fp16"
     fp8 = "fp8"
+    fp6 = "fp6"
     int8 = "int8"
     int4 = "int4"
     fp4 = "fp4"

@@ -82,6 +82,18 @@ class ActivationFn(StrEnum):
     geglu = "geglu"
 
 
+class MatmulPrecision(StrEnum):
+    """How a matmul of fp32 inputs runs (`roofline.ops.matmul_rate`); other dtypes run at their own rate whatever it
+    says. `default` is JAX/XLA's default precision: TF32 on a GPU that has TF32 tensor cores (else fp32), one bf16
+    pass on a TPU, fp32 on a CPU. `tf32`: the TF32 matrix rate. `bf16x3`: three bf16 products (XLA's
+    BF16_BF16_F32_X3). `highest`: full fp32 (six bf16 passes on a TPU); PyTorch's default unless TF32 is enabled."""
+
+    default = "default"
+    tf32 = "tf32"
+    bf16x3 = "bf16x3"
+    highest = "highest"
+
+
 class Matmul(InputModel):
     """C[batch, m, n] = A[batch, m, k] · B[batch, k, n] (+ an elementwise epilogue on C)."""
 
@@ -97,6 +109,11 @@ class Matmul(InputModel):
     )
     epilogue: list[EpilogueOp] = Field(default_factory=list, max_length=8)
     fuse_epilogue: bool = True
+    precision: MatmulPrecision = Field(
+        default=MatmulPrecision.default,
+        description="fp32 inputs only: default (JAX/XLA: TF32 on GPUs that have it, one bf16 pass on TPUs), tf32, "
+        "bf16x3 (three bf16 passes) or highest (full fp32: PyTorch's default unless TF32 is enabled).",
+    )
 
 
 class Elementwise(InputModel):
@@ -195,6 +212,16 @@ class AttentionImpl(StrEnum):
     flash = "flash"
 
 
+class AttentionOpImpl(StrEnum):
+    """`naive`: two kernels over all heads, the b·h·q·kv scores written to device memory and read back. `flash`:
+    FlashAttention's tiled online softmax. `fused_per_head`: one fused kernel per head of one example that keeps
+    that head's q·kv scores on chip when they fit (seed 001's "handle each example independently"), else as naive."""
+
+    naive = "naive"
+    fused_per_head = "fused_per_head"
+    flash = "flash"
+
+
 class Attention(InputModel):
     kind: Literal["attention"] = "attention"
     batch: Dim
@@ -204,7 +231,7 @@ class Attention(InputModel):
     q_len: Dim
     kv_len: Dim
     causal: bool = True
-    implementation: AttentionImpl = AttentionImpl.flash
+    implementation: AttentionOpImpl = AttentionOpImpl.flash
     dtype: Dtype = Dtype.bf16
 
     # Field validators (not one model validator) so that an error names the field: body.op.kv_heads.

@@ -171,7 +171,8 @@ class Evaluator:
             sizes = {name: np.concatenate([c.sizes[name] for c in calls]) for name in first.sizes}
             kernels = _OPS[first.op](first.hw, **sizes, **dict(first.static))
             _apply(kernels, first.adjust)
-            est = single(kernels, first.hw, first.hw.vector_peak(first.vector_dtype), first.hw.launch_s)
+            # 16-bit elementwise math runs in fp32 (opmath; adapters.evaluate): the fp32 vector rate.
+            est = single(kernels, first.hw, first.hw.vector_peak("fp32"), first.hw.launch_s)
             terms = (est.flops, est.bytes, est.compute_s, est.memory_s, est.overhead_s, est.time_s, est.time_s)
             values = np.stack(terms).astype(np.float64)
             how, label = np.zeros(values.shape[1], dtype=np.int64), ""

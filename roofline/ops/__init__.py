@@ -23,6 +23,7 @@ from roofline.ops._memory_bound import (
     rotary,
     softmax,
 )
+from roofline.ops._precision import PRECISIONS, matmul_algorithm, matmul_rate
 
 __all__ = [
     "ACTIVATIONS",
@@ -34,6 +35,7 @@ __all__ = [
     "MEMORY_ACCESS",
     "MISALIGNED_EFFICIENCY",
     "PAGED_KV_ROUND_TRIPS",
+    "PRECISIONS",
     "SPLIT_K",
     "XQA_KV_ROUND_TRIPS",
     "activation",
@@ -45,6 +47,8 @@ __all__ = [
     "embedding",
     "layernorm",
     "matmul",
+    "matmul_algorithm",
+    "matmul_rate",
     "reduction",
     "rotary",
     "softmax",

@@ -1,5 +1,5 @@
-"""Attention: the naive three-kernel form and flash attention (prefill, decode, masked MHA), with the tile schedule
-of `roofline.ops._flash`."""
+"""Attention: the naive two-kernel form, its fused per-head variant and flash attention (prefill, decode, masked
+MHA), with the tile schedule of `roofline.ops._flash`."""
 
 from __future__ import annotations
 
@@ -41,8 +41,12 @@ def attention(
 
     FLOPs: 4·b·h·pairs·d for the two products (pairs = q·kv, or the causal count for flash, which skips masked
     blocks; the naive form computes the full matrix and masks it). Bytes:
-    - naive: Q, K, V, O once, plus the b·h·q·kv score matrix written and read back once (seed 001: intensity
-      ≈ head_dim) unless one head's scores fit on chip, when they never leave it;
+    - naive: two kernels over all heads (S = softmax(Q·Kᵀ), then O = S·V), so Q, K, V, O once plus the whole
+      b·h·q·kv score matrix written to device memory and read back (seed 001: intensity ≈ head_dim), however small
+      one head's scores are;
+    - fused_per_head: one fused kernel per head of one example (seed 001's "handle each example independently"):
+      its q·kv scores stay on chip when they fit in the cache and local memories, and go through device memory as
+      naive's otherwise;
     - flash (Dao et al. 2022; FlashAttention-2, Dao 2023): Q and O once; K and V once per query block of
       Br = min(⌈M/4d⌉, d) rows (M = on-chip memory per unit, in elements), unless one kv head's K and V fit in
       the cache, when the re-reads hit it (intensity ≈ q/2 for prefill).
@@ -73,14 +77,15 @@ def attention(
             assumptions={"attention": implementation, "causal": causal},
         )
 
-    if implementation == "naive":
+    if implementation in ("naive", "fused_per_head"):
         scores = s * b * h * full_pairs
-        fits = s * full_pairs <= hw.on_chip_bytes
-        spilled = _num.where(fits, 0.0, scores)
+        # Only a per-head fused kernel can keep a head's scores on chip; naive's kernels each span all heads.
+        fits = _num.where(s * full_pairs <= hw.on_chip_bytes, 1.0, 0.0) if implementation == "fused_per_head" else 0.0
+        spilled = _num.where(fits > 0.0, 0.0, scores)
         # Kernel 1: S = softmax(Q·Kᵀ) written out; kernel 2: O = S·V reads it back.
         first = product(full_pairs, k_bytes, q_bytes, spilled, softmax=True)
         second = product(full_pairs, v_bytes, spilled, s * b * h * q * d, softmax=False)
-        first.extra = {"score_bytes": scores, "scores_fit_on_chip": _num.where(fits, 1.0, 0.0)}
+        first.extra = {"score_bytes": scores, "scores_fit_on_chip": fits + _num.zeros_like(scores)}
         return [first, second]
     pairs = causal_pairs(q, kv) if causal else full_pairs
     m_elems = hw.local_bytes_per_unit / s if hw.local_bytes_per_unit else 1.0e5

@@ -100,7 +100,9 @@ def flash_tiles(
         blocks = _num.minimum(_num.maximum(blocks, n_q), n_q * n_kv)  # np.clip's order: the lower bound, then the upper
     else:
         blocks = n_q * n_kv
-    vector_peak = hw.vector_peak(dtype)
+    # The online softmax runs on the fp32 accumulators of S = Q·Kᵀ whatever the input type (FlashAttention-2's
+    # flash_fwd_kernel.h: acc_s is an ElementAccum = float fragment), so at the fp32 vector rate, not a packed one.
+    vector_peak = hw.vector_peak("fp32")
     sfu = hw.special_function_ops_per_s or vector_peak / 4.0
     scores = tile_rows * block
     per_block = slots * (

@@ -13,6 +13,7 @@ from roofline._hardware import Hardware, dtype_bytes
 from roofline._kernels import Kernel, arr
 from roofline._num import Bool
 from roofline.ops._memory_bound import elementwise_kernel
+from roofline.ops._precision import matmul_rate
 
 # Matmul tiles are the output tiles a library picks among; waves are rounds of tiles over the compute units
 # (NVIDIA, "Matrix Multiplication Background", dimension quantization; seed 002's 1792 → 1793 example).
@@ -174,8 +175,12 @@ def matmul(
     tile: tuple[int, int] | None = None,
     epilogue: tuple[str, ...] = (),
     fuse_epilogue: bool = True,
+    precision: str = "default",
 ) -> list[Kernel]:
     """C[b, m, n] = A[b, m, k] · B[b, k, n], with an optional elementwise epilogue on C.
+
+    fp32 inputs run at `precision` (`roofline.ops.PRECISIONS`; `matmul_rate`): under "default" as JAX/XLA run them
+    (TF32 on a GPU that has it, one bf16 pass on a TPU), "highest" in full fp32 (PyTorch's default).
 
     FLOPs = 2·b·m·n·k; ideal bytes = size(in)·b·(m·k + k·n) + size(out)·b·m·n. Math time is quantized: with output
     tiles tm × tn, tiles = b·⌈m/tm⌉·⌈n/tn⌉ run in waves of units × concurrent tiles, each wave taking one tile's
@@ -187,7 +192,7 @@ def matmul(
     """
     m, n, k, b = _num.num(m), _num.num(n), _num.num(k), _num.num(batch)
     s_in, s_out = dtype_bytes(dtype), dtype_bytes(out_dtype or dtype)
-    peak, unit = hw.matrix_peak(dtype)
+    peak, unit, algorithm = matmul_rate(hw, dtype, precision)
     aligned = _aligned(k, s_in, hw.alignment_bytes) & _aligned(n, s_in, hw.alignment_bytes)
     eff = hw.eff_matmul * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
     search = _TileSearch(hw, peak, s_in, s_out, [tile] if tile is not None else list(hw.tiles))
@@ -219,7 +224,7 @@ def matmul(
         exposed_s=exposed_s,
         launches=_num.where(split_k > 1, 2.0, 1.0),
         extra={**best, "wave_efficiency": wave_eff, "aligned": _num.where(aligned, 1.0, 0.0), "exposed_s": exposed_s},
-        assumptions={"tile_choice": "fixed" if tile is not None else "fastest candidate"},
+        assumptions={"tile_choice": "fixed" if tile is not None else "fastest candidate", "algorithm": algorithm},
     )
     main.extra["a_bytes"], main.extra["b_bytes"] = a_bytes, b_bytes
     kernels = [main]

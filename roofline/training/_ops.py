@@ -39,7 +39,7 @@ class OpCost:
 
 
 def _time(kernels: list[Kernel], hw: Hardware, dtype: str) -> tuple[float, float]:
-    est = single(kernels, hw, hw.vector_peak(dtype), hw.launch_s)
+    est = single(kernels, hw, hw.vector_peak("fp32"), hw.launch_s)  # 16-bit math runs in fp32 (opmath)
     return float(est.time_s), float(est.flops)
 
 

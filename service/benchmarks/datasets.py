@@ -387,3 +387,34 @@ LLMCOMPASS_TABLES: dict[str, Callable[[Path], list[Group]]] = {
     "layernorm": _llmcompass_layernorm,
     "gelu": _llmcompass_gelu,
 }
+
+
+# --- XLA ---------------------------------------------------------------------------------------------------------
+
+# OpenXLA's measured matmul table (validation/xla): device column → catalogue profile, XLA element type → dtype.
+XLA_DEVICES = {"sm_100_B200": "b200", "gfx950": "mi355x"}
+XLA_TYPES = {"bf16": "bf16", "f16": "fp16", "f32": "fp32", "f8e4m3fn": "fp8", "f8e5m2": "fp8"}
+XLA_FAMILIES = {"bf16": "gemm", "fp16": "gemm", "fp8": "gemm-fp8", "fp32": "gemm-fp32"}
+
+
+def xla(root: Path) -> list[Group]:
+    """`xla/matmul_perf_table.csv`: one group per device and type signature (`lhs x rhs -> out`). Its f32 rows run
+    under XLA's default precision, as the table measured them (TF32 on B200, fp32 on gfx950: `Matmul.precision`)."""
+    rows = _dict_rows(root / "xla" / "matmul_perf_table.csv")
+    by_key: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for r in rows:
+        by_key.setdefault((r["device"], r["types"]), []).append(r)
+    groups: list[Group] = []
+    for (device, types), sub in by_key.items():
+        operands, out = types.split("->")
+        lhs, rhs = operands.split("x")
+        dtype, out_dtype = XLA_TYPES[lhs], XLA_TYPES[out]
+        if XLA_TYPES[rhs] != dtype:
+            raise ValueError(f"xla: mixed operand types {types!r} are not one dtype")
+        b, m, n, k = col(sub, "b"), col(sub, "m"), col(sub, "n"), col(sub, "k")
+        op = Matmul(m=1, n=1, k=1, dtype=dtype, out_dtype=out_dtype)
+        labels = [f"{types} b={w:.0f} m={x:.0f} n={y:.0f} k={z:.0f}" for w, x, y, z in zip(b, m, n, k, strict=True)]
+        part = Part(op, {"m": m, "n": n, "k": k, "batch": b})
+        measured = col(sub, "time_us") * 1e-6
+        groups.append(Group("xla", XLA_FAMILIES[dtype], [part], measured, labels, "xla", XLA_DEVICES[device]))
+    return groups

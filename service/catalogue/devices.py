@@ -31,6 +31,7 @@ DEVICE_RULES: tuple[tuple[str, str], ...] = (
     # The Server Edition only: the Workstation Edition's memory and power differ (its profile's notes).
     (r"\brtx pro 6000\b.*\bserver\b", "rtx-pro-6000-server"),
     (r"\bv100\b", "v100-sxm2-32gb"),
+    (r"\bmi355x\b", "mi355x"),  # ROCm: "AMD Instinct MI355X"; the MI350X runs the same die slower (no profile)
     (r"\bmi325x\b", "mi325x"),
     (r"\bmi300x\b", "mi300x"),
     (r"\bmi250x?\b", "mi250x"),

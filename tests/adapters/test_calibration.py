@@ -79,7 +79,7 @@ def test_an_inference_op_group_is_described_as_its_op_estimate(
 
 def test_an_op_no_schema_describes_is_left_to_the_physical_model() -> None:
     assert (
-        adapters.template_of("matmul", {"dtype": "fp6", "epilogue": (), "fuse_epilogue": True}, {"m": np.ones(1)})
+        adapters.template_of("matmul", {"dtype": "fp12", "epilogue": (), "fuse_epilogue": True}, {"m": np.ones(1)})
         is None
     )
 
@@ -142,8 +142,8 @@ def test_an_inference_op_group_is_corrected_as_its_op_estimate_would_be() -> Non
     corrected = corrector(group)
     assert corrected.time_s.tolist() == pytest.approx([2e-4, 4e-4], rel=1e-6)
     assert corrected.label == "matmul/bf16" and corrector.used == {"matmul/bf16": fitted}
-    fp6 = corrector(_matmul_group(m=np.array([64.0]), work=np.array([1e-6]), dtype="fp6"))
-    assert fp6.label == "matmul/fp6" and "matmul/fp6" in corrector.undescribed
+    fp12 = corrector(_matmul_group(m=np.array([64.0]), work=np.array([1e-6]), dtype="fp12"))
+    assert fp12.label == "matmul/fp12" and "matmul/fp12" in corrector.undescribed
 
 
 def _matmul_group(m: Any, work: Any, dtype: str = "bf16") -> roofline.OpGroup:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from bench import validate
+from service.benchmarks.datasets import data_dir, xla
 
 FAMILIES = {
     "aiconfigurator": {"gemm", "attention-context", "attention-generation"},
@@ -18,9 +19,13 @@ FAMILIES = {
 A100 = "a100-sxm-80gb"
 # aiconfigurator's tables of newer generations, each on its catalogue profile (bf16 GEMMs and attention).
 GENERATIONS = {"b200", "l40s", "rtx-pro-6000-server"}
-EXPECTED = {(s, f, A100) for s, families in FAMILIES.items() for f in families} | {
-    ("aiconfigurator", f, device) for f in FAMILIES["aiconfigurator"] for device in GENERATIONS
-}
+# XLA's matmul table (validation/xla): B200 and gfx950 (MI355X), 16-bit, fp8 and f32 products.
+XLA = {("xla", f, device) for f in ("gemm", "gemm-fp8", "gemm-fp32") for device in ("b200", "mi355x")}
+EXPECTED = (
+    {(s, f, A100) for s, families in FAMILIES.items() for f in families}
+    | {("aiconfigurator", f, device) for f in FAMILIES["aiconfigurator"] for device in GENERATIONS}
+    | XLA
+)
 
 
 def test_every_source_family_and_device_is_reported(fresh: dict[str, Any]) -> None:
@@ -54,3 +59,19 @@ def test_the_newer_generations_count_their_bf16_rows(fresh: dict[str, Any]) -> N
     assert ops["aiconfigurator/gemm/l40s"]["count"] == 30_000 // 3
     assert ops["aiconfigurator/attention-generation/b200"]["count"] == 12_000 // 2
     assert ops["aiconfigurator/attention-generation/rtx-pro-6000-server"]["count"] == 12_000 // 2
+
+
+def test_xlas_table_is_read_as_its_readme_says() -> None:
+    """validation/xla/README.md: `device, b, m, n, k, types, flops_per_s, time_us`; 375 shapes per device and type
+    signature. Its first row: sm_100_B200, 1 × 256³, bf16xbf16->bf16, 4.96 µs."""
+    groups = {(g.device, g.labels[0].split()[0]): g for g in xla(data_dir())}
+    first = groups[("b200", "bf16xbf16->bf16")]
+    assert (first.source, first.family, first.scope) == ("xla", "gemm", "xla")
+    assert first.labels[0] == "bf16xbf16->bf16 b=1 m=256 n=256 k=256"
+    assert first.measured_s[0] == pytest.approx(4.96e-6)
+    assert all(g.measured_s.size == 375 for g in groups.values())
+    assert len([key for key in groups if key[0] == "mi355x"]) == 16 and len(groups) == 21
+    f32 = groups[("mi355x", "f32xf32->f32")].parts[0].op
+    assert (f32.dtype, f32.out_dtype, f32.precision) == ("fp32", "fp32", "default")  # XLA's default precision
+    fp8 = groups[("mi355x", "f8e4m3fnxf8e5m2->bf16")]
+    assert (fp8.family, fp8.parts[0].op.dtype, fp8.parts[0].op.out_dtype) == ("gemm-fp8", "fp8", "bf16")

@@ -17,7 +17,7 @@ from schemas.models import ModelCreate
 HARDWARE_SLUGS = {
     "v100-sxm2-32gb", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h200-sxm",
     "b200", "l4", "l40s", "rtx-4090", "mi250x", "mi300x", "mi325x", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
-    "cpu-generic", "gb200", "rtx-pro-6000-server",
+    "cpu-generic", "gb200", "rtx-pro-6000-server", "mi355x",
 }  # fmt: skip
 MODEL_SLUGS = {
     "gpt2", "seed-calculator", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
@@ -68,6 +68,14 @@ def test_every_profile_cites_a_source_with_a_url_or_a_measurement(hardware: dict
         ("rtx-pro-6000-server", "fp4", 2000),
         ("rtx-pro-6000-server", "bf16", 500),
         ("mi300x", "bf16", 1307.4),
+        ("b200", "fp6", 4500),  # §1: "FP6 4500"
+        # Not in HARDWARE_SOURCES: AMD's MI355X data sheet (profile notes), FLOPs per clock per CU × 256 × 2.4 GHz.
+        ("mi355x", "bf16", 4096 * 256 * 2.4e9 / 1e12),  # 2 516.6 ("2.5 PF")
+        ("mi355x", "fp8", 8192 * 256 * 2.4e9 / 1e12),  # 5 033.2
+        ("mi355x", "fp6", 16384 * 256 * 2.4e9 / 1e12),  # 10 066.3 (MXFP6 at MXFP4's rate)
+        ("mi355x", "fp4", 16384 * 256 * 2.4e9 / 1e12),
+        ("mi355x", "fp32", 256 * 256 * 2.4e9 / 1e12),  # 157.3
+        ("mi355x", "fp64", 128 * 256 * 2.4e9 / 1e12),  # 78.6
         ("tpu-v5e", "bf16", 197),
         ("tpu-v5p", "bf16", 459),
         ("tpu-v6e", "bf16", 918),
@@ -93,6 +101,7 @@ def test_dense_matrix_peaks(hardware: dict[str, HardwareCreate], slug: str, dtyp
         ("rtx-4090", 1008, 128),
         ("mi300x", 5300, 304),
         ("mi325x", 6000, 304),
+        ("mi355x", 8000, 256),  # AMD's MI355X data sheet: 8 TB/s HBM3E, 256 CUs (profile notes)
         ("tpu-v6e", 1638, 1),
     ],
 )
@@ -107,6 +116,41 @@ def test_memory_bandwidth_and_compute_units(
 def test_a100_has_no_fp8_and_v100_no_bf16(hardware: dict[str, HardwareCreate]) -> None:
     assert "fp8" not in {str(k) for k in hardware["a100-sxm-80gb"].compute.matrix_flops_per_s}
     assert "bf16" not in {str(k) for k in hardware["v100-sxm2-32gb"].compute.matrix_flops_per_s}
+
+
+def test_mi355x_has_no_tf32_and_its_data_sheet_memory_fabric_and_power(hardware: dict[str, HardwareCreate]) -> None:
+    mi355x = hardware["mi355x"]
+    assert "tf32" not in {str(k) for k in mi355x.compute.matrix_flops_per_s}  # CDNA 4 has no XF32 matrix type
+    assert mi355x.compute.architecture == "gfx950"  # validation/xla README: gfx950 is MI350/MI355X
+    assert mi355x.memory.device.capacity_bytes == 288e9
+    assert mi355x.memory.cache is not None and mi355x.memory.cache.capacity_bytes == 256e6  # Infinity Cache
+    assert mi355x.memory.local is not None and mi355x.memory.local.capacity_bytes == 160 * 1024  # LDS per CU
+    link = mi355x.interconnect.scale_up
+    assert link is not None and link.links == 7
+    # 153.6 GB/s per link read as bidirectional, as MI300X's 128 (§8.18): 76.8 per direction, 7 × 76.8 out of a GPU.
+    assert link.link_bandwidth_per_direction_bytes_per_s == 153.6e9 / 2
+    assert link.bandwidth_per_direction_bytes_per_s == pytest.approx(7 * 76.8e9)
+    assert mi355x.power.tdp_w == 1400
+
+
+@pytest.mark.parametrize(
+    ("slug", "bf16", "fp16"),
+    [
+        ("h100-sxm", 133.8, 133.8),  # H100 whitepaper: non-Tensor FP16/BF16, twice FP32 66.9
+        ("h200-sxm", 133.8, 133.8),  # the same GH100 compute (§1)
+        ("h100-pcie", 102.4, 102.4),
+        ("a100-sxm-80gb", 39, 78),  # A100 whitepaper Table 1: BF16 39, FP16 78 (non-Tensor)
+        ("a100-sxm-40gb", 39, 78),
+        ("a100-pcie-80gb", 39, 78),
+        ("l40s", 91.6, 91.6),  # Ada: 16-bit non-tensor math at the FP32 rate
+        ("rtx-4090", 82.6, 82.6),
+    ],
+)
+def test_vector_rates_of_16_bit_types_are_the_whitepapers(
+    hardware: dict[str, HardwareCreate], slug: str, bf16: float, fp16: float
+) -> None:
+    rates = {str(k): v for k, v in hardware[slug].compute.vector_flops_per_s.items()}
+    assert rates["bf16"] == pytest.approx(bf16 * 1e12) and rates["fp16"] == pytest.approx(fp16 * 1e12)
 
 
 def test_h100_nvlink_is_450_gb_per_s_per_direction(hardware: dict[str, HardwareCreate]) -> None:

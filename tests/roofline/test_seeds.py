@@ -80,19 +80,24 @@ def test_attention_intensity_naive_about_head_dim_flash_about_half_the_sequence(
     assert matmul_flops / one(flash.bytes) == seq / 2
 
 
-def test_scores_that_fit_on_chip_never_reach_hbm() -> None:
+def test_scores_that_fit_on_chip_never_reach_hbm_in_a_per_head_fused_kernel_but_always_do_in_naive() -> None:
     tpu_like = rl.Hardware(
         name="160 MB on chip", units=1, matrix_flops_per_s={"bf16": 275e12}, vector_flops_per_s={"fp32": 4e12},
         memory_bytes_per_s=1.2e12, memory_capacity_bytes=32e9, launch_s=0.0, eff_matmul=1.0, eff_vector=1.0,
         eff_memory=1.0, cache_bytes=160e6,
     )  # fmt: skip
-    small = rl.attention(tpu_like, 1, 1, 1, 128, 2048, 2048, causal=False, implementation="naive")
-    large = rl.attention(tpu_like, 1, 1, 1, 128, 16384, 16384, causal=False, implementation="naive")
+    small = rl.attention(tpu_like, 1, 1, 1, 128, 2048, 2048, causal=False, implementation="fused_per_head")
+    large = rl.attention(tpu_like, 1, 1, 1, 128, 16384, 16384, causal=False, implementation="fused_per_head")
     assert one(small[0].extra["score_bytes"]) == 2 * 2048**2 == 8_388_608  # 8.4 MB: fits in 160 MB
     assert one(small[0].extra["scores_fit_on_chip"]) == 1.0
     assert one(large[0].extra["score_bytes"]) == 2 * 16384**2 == 536_870_912  # 537 MB: does not
     assert one(large[0].extra["scores_fit_on_chip"]) == 0.0
     assert one(run(small, tpu_like).bytes) == 8 * 2048 * 128  # Q, K, V, O only
+    assert one(run(large, tpu_like).bytes) == 8 * 16384 * 128 + 4 * 16384**2  # the scores written and read back
+    # Naive's two kernels each run over every head: the scores go to device memory even when one head's would fit.
+    naive = rl.attention(tpu_like, 1, 1, 1, 128, 2048, 2048, causal=False, implementation="naive")
+    assert one(naive[0].extra["scores_fit_on_chip"]) == 0.0
+    assert one(run(naive, tpu_like).bytes) == 8 * 2048 * 128 + 4 * 2048**2
 
 
 def test_causal_flash_skips_the_masked_half() -> None:

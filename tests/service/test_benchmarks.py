@@ -331,6 +331,7 @@ def test_unknown_run_is_404(client: TestClient, keys: dict[str, str]) -> None:
         ("TPU v5", "tpu-v5p"),
         ("TPU v6 lite", "tpu-v6e"),
         ("AMD Instinct MI300X", "mi300x"),
+        ("AMD Instinct MI355X", "mi355x"),
         ("NVIDIA L4", "l4"),
         ("NVIDIA GB200", "gb200"),
         ("NVIDIA B200", "b200"),

@@ -493,3 +493,34 @@ def test_an_error_in_a_group_names_its_first_op(client: TestClient) -> None:
     listed = [{"kind": "elementwise", "elements": 8}, {"kind": "matmul", "m": 8, "n": 8, "k": 8, "dtype": "fp8"}]
     response = client.post("/v1/estimate/ops", json={"hardware": A100, "ops": listed * 2})
     assert rejected(response) == ["body.ops.1.dtype"]  # the A100 has no fp8 peak
+
+
+# --- fp32 matmul precision -----------------------------------------------------------------------------------------
+
+
+def test_an_fp32_matmul_runs_at_the_precision_it_asks_for(client: TestClient) -> None:
+    """8192³ fp32 on an H100 (catalogue: TF32 494.5, bf16 989 dense, fp32 CUDA cores 67 TF/s): JAX's default
+    precision runs it on the TF32 tensor cores, `highest` (PyTorch's default) on the CUDA cores, `bf16x3` as three
+    bf16 products (989 / 3). Large full waves: the math times stand in the ratio of those rates."""
+
+    def estimate(**extra: str) -> dict[str, Any]:
+        matmul = {"kind": "matmul", "m": 8192, "n": 8192, "k": 8192, "dtype": "fp32", **extra}
+        return op(client, {"hardware": "h100-sxm", "op": matmul})
+
+    unset, default = estimate(), estimate(precision="default")
+    highest, bf16x3 = estimate(precision="highest"), estimate(precision="bf16x3")
+    assert unset == default and default["assumptions"]["algorithm"] == "tf32"
+    assert highest["assumptions"]["algorithm"] == "fp32" and bf16x3["assumptions"]["algorithm"] == "bf16x3"
+    assert highest["compute_time_s"] / default["compute_time_s"] == pytest.approx(494.5 / 67, rel=0.02)
+    assert bf16x3["compute_time_s"] / default["compute_time_s"] == pytest.approx(494.5 / (989 / 3), rel=0.02)
+    small = {"kind": "matmul", "m": 64, "n": 64, "k": 64, "precision": "highest"}
+    assert op(client, {"hardware": "h100-sxm", "op": small})["assumptions"]["algorithm"] == "bf16"  # fp32 only
+
+
+def test_a_precision_the_device_cannot_run_names_body_op_precision(client: TestClient) -> None:
+    matmul = {"kind": "matmul", "m": 64, "n": 64, "k": 64, "dtype": "fp32", "precision": "tf32"}
+    response = client.post("/v1/estimate/op", json={"hardware": "v100-sxm2-32gb", "op": matmul})
+    assert rejected(response) == ["body.op.precision"] and "no tf32 matrix rate" in response.json()["message"]
+    response = client.post("/v1/estimate/op", json={"hardware": A100, "op": {**matmul, "precision": "high"}})
+    assert rejected(response) == ["body.op.precision"]
+    assert "'default', 'tf32', 'bf16x3' or 'highest'" in response.json()["message"]

@@ -77,7 +77,7 @@ def test_list_is_paged_and_filtered(client: TestClient) -> None:
     tpus = client.get("/v1/hardware", params={"kind": "tpu"}).json()
     assert {i["slug"] for i in tpus["items"]} == {"tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"}
     amd = client.get("/v1/hardware", params={"vendor": "amd"}).json()
-    assert {i["slug"] for i in amd["items"]} == {"mi250x", "mi300x", "mi325x"}
+    assert {i["slug"] for i in amd["items"]} == {"mi250x", "mi300x", "mi325x", "mi355x"}
 
 
 @pytest.mark.parametrize(("param", "value"), [("limit", 0), ("limit", 501), ("offset", -1), ("kind", "fpga")])

@@ -395,7 +395,7 @@ def test_unknown_enum_values_list_the_allowed_ones(client: TestClient) -> None:
     response = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": {**MATMUL, "dtype": "fp128"}})
     detail = assert_error(response, 422, "validation_error", "body.op.dtype")
     assert detail["message"] == (
-        "Input should be 'fp64', 'fp32', 'tf32', 'bf16', 'fp16', 'fp8', 'int8', 'int4' or 'fp4'"
+        "Input should be 'fp64', 'fp32', 'tf32', 'bf16', 'fp16', 'fp8', 'fp6', 'int8', 'int4' or 'fp4'"
     )
 
     response = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": {**MATMUL, "kind": "conv"}})

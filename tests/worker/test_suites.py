@@ -109,6 +109,21 @@ def test_suites_cover_what_issue_7_lists() -> None:
     assert {d for _, d in shapes} == {"fp8", "bf16", "fp16", "tf32", "fp32"}
 
 
+def test_matmuls_record_the_precision_they_ran_at_and_are_predicted_at_its_rate(client: TestClient) -> None:
+    """The matmul suite runs fp32 at jax.lax.Precision.HIGHEST (full fp32) and everything else, fusion's products
+    too, at JAX's default: each op says so, and the service predicts an fp32 one at the CUDA cores' 67 TF/s on an
+    H100, not at the TF32 tensor cores' 494.5 that JAX's default would use."""
+    cases = all_cases(TARGETS["h100"][0])
+    products = [c for c in cases if c.op["kind"] == "matmul"]
+    assert {c.op["precision"] for c in products if c.op["dtype"] == "fp32"} == {"highest"}
+    assert {c.op["precision"] for c in products if c.op["dtype"] != "fp32"} == {"default"}
+    assert any(c.suite == "elementwise" and c.op["kind"] == "matmul" for c in cases)  # fusion's relu(A @ B)
+    fp32 = next(c.op for c in products if c.op["dtype"] == "fp32" and c.op["m"] == 8192)
+    response = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": fp32})
+    assert response.status_code == 200 and response.json()["assumptions"]["algorithm"] == "fp32"
+    assert response.json()["critical_intensity"] == pytest.approx(67e12 / 3.35e12)  # peak over bandwidth
+
+
 def test_wave_edges_by_hand() -> None:
     # A100: 1792 = 7 × 256 = 14 × 128 → 98 tiles ≤ 108 SMs; 1920 → 8 × 15 = 120 tiles: two waves.
     assert wave_edge(108) == 1792

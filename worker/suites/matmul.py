@@ -14,20 +14,29 @@ from typing import Any
 from worker.suites._base import Case, Context, Target, dtypes_for, primary_dtype
 from worker.timing import Stats
 
-__all__ = ["matmul_op", "plan_ceilings", "plan_matmul", "wave_edge"]
+__all__ = ["matmul_op", "plan_ceilings", "plan_matmul", "suite_precision", "wave_edge"]
 
 
-def matmul_op(m: int, n: int, k: int, dtype: str) -> dict[str, Any]:
-    op: dict[str, Any] = {"kind": "matmul", "m": m, "n": n, "k": k, "dtype": dtype}
+def matmul_op(m: int, n: int, k: int, dtype: str, precision: str = "default") -> dict[str, Any]:
+    """The op of a product as it ran: `precision` is the one its fp32 inputs ran at (`schemas.ops.MatmulPrecision`;
+    "default" is JAX's default precision, which the worker never changes: TF32 on GPUs that have it), so the
+    service predicts the result at that rate."""
+    op: dict[str, Any] = {"kind": "matmul", "m": m, "n": n, "k": k, "dtype": dtype, "precision": precision}
     if dtype == "fp8":
         op["out_dtype"] = "bf16"  # an fp8 product is written wider
     return op
 
 
+def suite_precision(dtype: str) -> str:
+    """The precision the matmul suite runs `dtype` at (`_precision`): fp32 at HIGHEST (full fp32), the rest at
+    JAX's default (tf32 has its own algorithm and dtype)."""
+    return "highest" if dtype == "fp32" else "default"
+
+
 def _precision(dtype: str) -> Any:
     import jax
 
-    if dtype == "fp32":
+    if suite_precision(dtype) == "highest":
         return jax.lax.Precision.HIGHEST
     if dtype == "tf32":
         preset = getattr(jax.lax, "DotAlgorithmPreset", None)
@@ -65,7 +74,12 @@ def plan_ceilings(target: Target) -> list[Case]:
     n = target.pick(quick=512, cpu=2048, accelerator=8192)
     for dtype in dtypes_for(target) if target.accelerator else [primary_dtype(target)]:
         cases.append(
-            Case("ceilings", f"peak matmul {n}³ {dtype}", matmul_op(n, n, n, dtype), _run_matmul(n, n, n, dtype))
+            Case(
+                "ceilings",
+                f"peak matmul {n}³ {dtype}",
+                matmul_op(n, n, n, dtype, suite_precision(dtype)),
+                _run_matmul(n, n, n, dtype),
+            )
         )
     elements = target.pick(quick=1 << 22, cpu=1 << 25, accelerator=1 << 28)
     dtype = primary_dtype(target)
@@ -118,6 +132,11 @@ def plan_matmul(target: Target) -> list[Case]:
         # Every dtype on the square sizes; the cliffs and skinny shapes in the main dtype only.
         for dtype in dtypes if label == "square" else [main]:
             cases.append(
-                Case("matmul", f"{m}×{n}×{k} {dtype} ({label})", matmul_op(m, n, k, dtype), _run_matmul(m, n, k, dtype))
+                Case(
+                    "matmul",
+                    f"{m}×{n}×{k} {dtype} ({label})",
+                    matmul_op(m, n, k, dtype, suite_precision(dtype)),
+                    _run_matmul(m, n, k, dtype),
+                )
             )
     return cases

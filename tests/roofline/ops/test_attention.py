@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import roofline
-from tests.roofline.profiles import A100
+from tests.roofline.profiles import A100, H100
 
 A100_NO_LAUNCH = replace(A100, launch_s=0.0)  # a request's launch_overhead_s = 0
-VECTOR_PEAK = A100.vector_peak("bf16")  # bf16 elementwise math runs at the fp32 vector rate on an A100
+VECTOR_PEAK = A100.vector_peak("fp32")  # the fp32 vector rate, as adapters.evaluate passes it
 PROPERTIES = settings(max_examples=60, deadline=None)
 LATENCY = 650e-9
 BW = 2039e9 * 0.9
@@ -40,7 +40,7 @@ BW = 2039e9 * 0.9
     q_len=st.sampled_from([1, 1, 7, 512, 4096]),
     extra_keys=st.integers(0, 32_768),
     causal=st.booleans(),
-    implementation=st.sampled_from(["flash", "naive"]),
+    implementation=st.sampled_from(["flash", "naive", "fused_per_head"]),
 )
 def test_one_attention_in_floats_is_the_same_as_in_an_array(
     batch: int, kv_heads: int, group: int, head_dim: int, q_len: int, extra_keys: int, causal: bool,
@@ -185,3 +185,24 @@ def test_other_kernels_combine_split_keys_in_a_second_launch() -> None:
         (kernel,) = roofline.attention(A100, *args)
         assert float(kernel.extra["kv_splits"]) > 1.0, args
         assert float(kernel.launches) == 2.0, args
+
+
+def test_naive_attention_writes_every_heads_scores_to_device_memory_on_an_h100() -> None:
+    """Issue 21: 16 heads of 4096 × 4096 (batch 1, head_dim 128, bf16) on an H100. One head's scores (33.6 MB) fit in
+    the 50 MB L2, but naive attention's two kernels each run over all 16 heads, so all of them go through HBM. By
+    hand: Q, K, V, O are 4 × 16 · 4096 · 128 · 2 B = 67 108 864 B; the scores 16 · 4096² · 2 B = 536 870 912 B,
+    written once and read once; FLOPs 4 · 16 · 4096² · 128 + 5 · 16 · 4096² (softmax) = 138 781 130 752."""
+    h, n, d = 16, 4096, 128
+
+    def run(implementation: str) -> roofline.Estimate:
+        kernels = roofline.attention(H100, 1, h, h, d, n, n, causal=False, implementation=implementation)
+        return roofline.single(kernels, H100, H100.vector_peak("fp32"), H100.launch_s)
+
+    naive = run("naive")
+    assert naive.flops == 4 * h * n * n * d + 5 * h * n * n == 138_781_130_752
+    assert naive.bytes == 67_108_864 + 2 * 536_870_912 == 1_140_850_688
+    assert naive.flops / naive.bytes == pytest.approx(121.6, abs=0.05)  # was 2 068 with the scores on chip
+    # The per-head fused schedule keeps each head's 33.6 MB on chip (H100: 50 MB L2 + 132 × 228 KiB shared memory).
+    per_head = run("fused_per_head")
+    assert per_head.bytes == 67_108_864
+    assert per_head.flops / per_head.bytes == pytest.approx(2068.0, abs=0.5)
