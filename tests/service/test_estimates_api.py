@@ -493,3 +493,15 @@ def test_an_error_in_a_group_names_its_first_op(client: TestClient) -> None:
     listed = [{"kind": "elementwise", "elements": 8}, {"kind": "matmul", "m": 8, "n": 8, "k": 8, "dtype": "fp8"}]
     response = client.post("/v1/estimate/ops", json={"hardware": A100, "ops": listed * 2})
     assert rejected(response) == ["body.ops.1.dtype"]  # the A100 has no fp8 peak
+
+
+def test_a_sliding_window_needs_a_causal_mask_and_shortens_a_decode_step(client: TestClient) -> None:
+    attention = {"kind": "attention", "batch": 8, "heads": 32, "kv_heads": 8, "head_dim": 128, "q_len": 1}
+    local = {**attention, "kv_len": 16_384, "window": 128, "causal": False}
+    assert rejected(client.post("/v1/estimate/op", json={"hardware": A100, "op": local})) == ["body.op.window"]
+    # A decode step through a window of 128 keys is one over a 128-key cache (roofline.causal_pairs).
+    times = [
+        client.post("/v1/estimate/op", json={"hardware": A100, "op": op}).json()["time_s"]
+        for op in ({**local, "causal": True}, {**attention, "kv_len": 128})
+    ]
+    assert times[0] == times[1]
