@@ -59,6 +59,7 @@ def _to_core(spec: HardwareSpec, o: Options) -> roofline.Hardware:
         memory_latency_s=mem.device.latency_s,
         threads_per_unit=c.threads_per_unit,
         architecture=c.architecture,
+        clock_hz=c.clock_hz,
     )
 
 

@@ -131,7 +131,8 @@ def attention(
     group = h / kvh
     per_head = (q == 1.0) & (group > DECODE_MAX_PACKED_GROUP)
     shared = _num.where(per_head, (group - 1.0) * (k_bytes + v_bytes), 0.0)
-    if hw.cache_bandwidth_bytes_per_s is not None and hw.threads_per_unit is not None:
+    l2_rate = hw.shared_l2_read_bytes_per_s
+    if l2_rate is not None and hw.threads_per_unit is not None:
         # The masked-MHA grid is (heads, batch, KV chunks) with the head fastest (TensorRT-LLM's
         # decoderMaskedMultiheadAttentionTemplate.h: hi = blockIdx.x, hi_kv = hi / (heads / kv_heads)), so the blocks
         # of one group are dispatched together and walk their K/V from the first key at the same pace: while they are
@@ -151,7 +152,7 @@ def attention(
     # A block's first K/V step waits for its load: from device memory for one block of a group, from L2 for the
     # others when their shared K/V is served there (seconds per byte, averaged over the group's blocks).
     hbm_s_per_byte = 1.0 / (hw.memory_bytes_per_s * hw.eff_memory)
-    l2_s_per_byte = 1.0 / (hw.cache_bandwidth_bytes_per_s * hw.eff_memory) if hw.cache_bandwidth_bytes_per_s else 0.0
+    l2_s_per_byte = 1.0 / (l2_rate * hw.eff_memory) if l2_rate else 0.0
     shared_share = _num.where(per_head & in_cache, (group - 1.0) / group, 0.0)
     first_kv_s_per_byte = (1.0 - shared_share) * hbm_s_per_byte + shared_share * l2_s_per_byte
     tiles = flash_tiles(

@@ -99,9 +99,26 @@ def test_masked_mha_reads_the_shared_kv_once_from_memory_and_again_from_l2() -> 
     # The L2 roof holds: every byte passes through it, 1.07 GB at 6.50 TB/s (165 µs), against 17 MB of HBM (9 µs).
     assert float(est.memory_s) == pytest.approx((unique + q_and_out + 63 * unique) / (7.2192e12 * 0.9), rel=1e-12)
     assert float(est.bytes) == unique + q_and_out
-    # Without an L2 bandwidth every head's read comes from device memory, as before the figure existed.
-    (unknown,) = roofline.attention(replace(A100, cache_bandwidth_bytes_per_s=None), 8, 64, 1, 128, 1, 4096)
+    # Without an L2 bandwidth or a clock every head's read comes from device memory, as before the figure existed.
+    no_l2 = replace(A100, cache_bandwidth_bytes_per_s=None, clock_hz=None)
+    (unknown,) = roofline.attention(no_l2, 8, 64, 1, 128, 1, 4096)
     assert float(unknown.external_in_bytes) == 64 * unique and float(unknown.cache_in_bytes) == 0.0
+
+
+def test_without_an_l2_bandwidth_an_nvidia_gpu_serves_shared_reads_at_a_rate_per_sm_and_clock() -> None:
+    # The same decode on an A100 whose profile gives its clock (1.41 GHz) but no L2 bandwidth: the other 63 heads'
+    # reads come from L2 at 108 SMs × 1.41e9 × 19 B = 2.89332e12 B/s (× 0.9), 1.06 GB in 406 µs; the device-memory
+    # stream (17 MB + Q and O) is not charged to L2 a second time.
+    unique = 2 * 2 * 8 * 4096 * 128
+    hw = replace(A100, cache_bandwidth_bytes_per_s=None)
+    assert hw.shared_l2_read_bytes_per_s == pytest.approx(108 * 1.41e9 * 19.0, rel=1e-15)
+    (kernel,) = roofline.attention(hw, 8, 64, 1, 128, 1, 4096)
+    assert float(kernel.external_in_bytes) == unique and float(kernel.cache_in_bytes) == 63 * unique
+    est = roofline.single([kernel], hw, VECTOR_PEAK, 0.0)
+    assert float(est.memory_s) == pytest.approx(63 * unique / (108 * 1.41e9 * 19.0 * 0.9), rel=1e-12)
+    # Not an NVIDIA architecture: no rule, device memory as before.
+    (other,) = roofline.attention(replace(hw, architecture="gfx942"), 8, 64, 1, 128, 1, 4096)
+    assert float(other.cache_in_bytes) == 0.0
 
 
 def test_masked_mha_groups_resident_together_share_their_kv_through_l2_however_long_the_cache() -> None:
