@@ -60,6 +60,7 @@ def _to_core(spec: HardwareSpec, o: Options) -> roofline.Hardware:
         threads_per_unit=c.threads_per_unit,
         architecture=c.architecture,
         kind=str(spec.kind),
+        clock_hz=c.clock_hz,
     )
 
 

@@ -65,7 +65,7 @@ def kernels(hw: roofline.Hardware, op: Any, v: dict[str, Any]) -> list[roofline.
             return roofline.attention(
                 hw, v["batch"], v["heads"], v["heads"] if v["kv_heads"] is None else v["kv_heads"], v["head_dim"],
                 v["q_len"], v["kv_len"],
-                op.causal, str(op.implementation), op.dtype,
+                op.causal, str(op.implementation), op.dtype, op.window,
             )  # fmt: skip
     raise ValueError(f"unsupported op kind {getattr(op, 'kind', op)!r}")
 

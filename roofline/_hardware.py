@@ -23,6 +23,15 @@ def dtype_bytes(dtype: str) -> float:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}") from None
 
 
+# Bytes per clock per SM at which the thread blocks of a group read lines another block of the group has just brought
+# into L2 (masked-MHA decode's shared K/V), for an NVIDIA GPU whose profile gives no L2 bandwidth (none of B200's,
+# L40S's, RTX Pro 6000's or H200's datasheets does). Chosen across devices from aiconfigurator's decode tables, the
+# masked-MHA rows of caches over 1 000 keys: A100 22.9, B200 22.1, L40S 15.9, RTX Pro 6000 13.1 B/clock/SM (their
+# medians); 19.0 is the median of the four, and each device's figure with its own data left out is 15.9-22.1
+# (decision 0026). For scale: the H100 profile's measured L2 (5.5 TB/s) is 22.8 B/clock/SM at its 132 SMs × 1.83 GHz.
+L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT = 19.0
+
+
 @dataclass(frozen=True)
 class Hardware:
     """What the roofline needs of a device, in SI units. Built from a catalogue profile by the service.
@@ -53,6 +62,7 @@ class Hardware:
     threads_per_unit: int | None = None  # resident threads per compute unit (CUDA: max threads per SM)
     architecture: str | None = None  # instruction-set generation, e.g. "sm_80", for per-architecture costs
     kind: str = "gpu"  # "gpu", "tpu" or "cpu": what a framework's default precision runs fp32 matmuls as
+    clock_hz: float | None = None  # compute-unit clock (boost), for rates given per clock
     extra: Mapping[str, float] = field(default_factory=dict)
 
     def matrix_peak(self, dtype: str) -> tuple[float, str]:
@@ -71,6 +81,17 @@ class Hardware:
         if "fp32" in self.vector_flops_per_s:
             return self.vector_flops_per_s["fp32"]
         return max(self.vector_flops_per_s.values())
+
+    @property
+    def shared_l2_read_bytes_per_s(self) -> float | None:
+        """Rate at which compute units read lines other units have just brought into L2: the profile's L2
+        bandwidth, else, for an NVIDIA GPU (an `sm_` architecture) with a known clock, units × clock ×
+        `L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT`; None when neither is known."""
+        if self.cache_bandwidth_bytes_per_s is not None:
+            return self.cache_bandwidth_bytes_per_s
+        if self.clock_hz and self.architecture and self.architecture.startswith("sm_"):
+            return self.units * self.clock_hz * L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT
+        return None
 
     @property
     def on_chip_bytes(self) -> float:

@@ -100,7 +100,12 @@ class Kernel:
         one holds (Ilic, Pratas, Sousa, "Cache-aware Roofline model", IEEE CAL 2014; Yang, Kurth, Williams,
         "Hierarchical Roofline analysis for GPUs", CCPE 2020). 0 when the cache bandwidth is unknown."""
         if hw.cache_bandwidth_bytes_per_s is None:
-            return _num.zeros_like(moved)
+            # No published L2 bandwidth: only the re-reads are charged, at the shared-read rate per SM
+            # (`Hardware.shared_l2_read_bytes_per_s`); the device-memory stream is held by device memory alone.
+            shared = hw.shared_l2_read_bytes_per_s
+            if shared is None:
+                return _num.zeros_like(moved)
+            return self.cache_in_bytes / (shared * hw.eff_memory) + _num.zeros_like(moved)
         return (moved + self.cache_in_bytes) / (hw.cache_bandwidth_bytes_per_s * hw.eff_memory)
 
 

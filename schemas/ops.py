@@ -233,6 +233,11 @@ class Attention(InputModel):
     causal: bool = True
     implementation: AttentionOpImpl = AttentionOpImpl.flash
     dtype: Dtype = Dtype.bf16
+    window: Dim | None = Field(
+        default=None,
+        description="Sliding-window (local) attention: each query sees only its last `window` keys, itself "
+        "included (Mistral, Gemma 2 and gpt-oss local layers). Needs `causal`. Unset: every key.",
+    )
 
     # Field validators (not one model validator) so that an error names the field: body.op.kv_heads.
     @field_validator("kv_heads")
@@ -250,6 +255,13 @@ class Attention(InputModel):
         if q_len is not None and q_len > kv_len:
             raise ValueError(f"kv_len must be at least q_len ({q_len}): queries attend to the cache and themselves")
         return kv_len
+
+    @field_validator("window")
+    @classmethod
+    def _window_is_causal(cls, window: int | None, info: ValidationInfo) -> int | None:
+        if window is not None and info.data.get("causal") is False:
+            raise ValueError("a sliding window needs causal: true")
+        return window
 
 
 # The leaf op classes, once: LeafOp, Op and schemas.benchmarks.ResultOp are unions of them on `kind`.

@@ -18,11 +18,32 @@ DECODE_MAX_PACKED_GROUP = 32
 MMHA_BLOCK_THREADS = 256
 
 
-def causal_pairs(q_len: Num, kv_len: Num) -> Num:
+def causal_pairs(q_len: Num, kv_len: Num, window: Num | None = None) -> Num:
     """Query-key pairs a causal mask keeps when the q_len queries are the last of kv_len positions:
-    q·(kv − q) + q·(q + 1)/2."""
+    q·(kv − q) + q·(q + 1)/2.
+
+    With a sliding window of w keys (local attention: the query at position p sees keys p − w + 1 … p, itself
+    included; Mistral 7B, Jiang et al. 2023, §2; Gemma 2 and gpt-oss's local layers), the query at position p sees
+    min(p + 1, w) keys. The first c = clip(w − (kv − q), 0, q) queries sit inside the first window and see p + 1
+    keys each, c·(kv − q) + c·(c + 1)/2 in all; the other q − c see w each. A window of kv keys or more is no window.
+    """
     q, kv = _num.num(q_len), _num.num(kv_len)
-    return q * (kv - q) + q * (q + 1.0) / 2.0
+    if window is None:
+        return q * (kv - q) + q * (q + 1.0) / 2.0
+    w = _num.minimum(_num.num(window), kv)
+    first = kv - q
+    c = _num.minimum(_num.maximum(w - first, 0.0), q)
+    return c * first + c * (c + 1.0) / 2.0 + (q - c) * w
+
+
+def window_keys(q_len: Num, kv_len: Num, window: Num | None) -> Num:
+    """Keys that the last q_len of kv_len positions see through a sliding window of `window` keys (None: all):
+    min(kv, q + w − 1), the span from the first query's window to the last query. A decode step (q = 1) reads
+    min(kv, w) keys of its cache."""
+    kv = _num.num(kv_len)
+    if window is None:
+        return kv
+    return _num.minimum(kv, _num.num(q_len) + _num.num(window) - 1.0)
 
 
 def attention(
@@ -36,6 +57,7 @@ def attention(
     causal: bool = True,
     implementation: str = "flash",
     dtype: str = "bf16",
+    window: Num | None = None,
 ) -> list[Kernel]:
     """softmax(Q·Kᵀ/√d)·V for batch × heads queries of length q_len over kv_len keys (MHA, GQA or MQA).
 
@@ -51,11 +73,21 @@ def attention(
       Br = min(⌈M/4d⌉, d) rows (M = on-chip memory per unit, in elements), unless one kv head's K and V fit in
       the cache, when the re-reads hit it (intensity ≈ q/2 for prefill).
 
+    `window`: sliding-window (local) attention, each query seeing its last `window` keys (`causal_pairs`); it
+    needs `causal`. The kernel reads only the keys inside some query's window (`window_keys`) and skips the
+    blocks outside the band (`_flash_tiles`); the naive form computes the full matrix and masks it.
+
     Math time: naive, the FLOPs at the matrix peak; flash, the tile schedule of `_flash_tiles` (Br × Br blocks
     over the device's slots, softmax work not overlapped with the products, split keys for small grids).
     """
+    if window is not None and not causal:
+        raise ValueError("a sliding window needs a causal mask")
     b, h, kvh, d = _num.num(batch), _num.num(heads), _num.num(kv_heads), _num.num(head_dim)
     q, kv, s = _num.num(q_len), _num.num(kv_len), dtype_bytes(dtype)
+    if window is not None and implementation != "naive":
+        # A flash kernel never touches the keys before the first query's window: it runs as attention over those.
+        pairs_w = causal_pairs(q, kv, window)
+        kv = window_keys(q, kv, window)
     peak, unit = hw.matrix_peak(dtype)
     full_pairs = q * kv
     q_bytes = s * b * h * q * d
@@ -88,10 +120,15 @@ def attention(
         first.extra = {"score_bytes": scores, "scores_fit_on_chip": fits + _num.zeros_like(scores)}
         return [first, second]
     pairs = causal_pairs(q, kv) if causal else full_pairs
+    if window is not None:
+        pairs = pairs_w
     m_elems = hw.local_bytes_per_unit / s if hw.local_bytes_per_unit else 1.0e5
     br = _num.minimum(_num.ceil(m_elems / (4.0 * d)), d)
     kv_fits = (k_bytes + v_bytes) / (b * kvh) * _num.minimum(float(hw.units), b * kvh) <= hw.cache_bytes
-    rereads = _num.where(kv_fits, 1.0, _num.maximum(1.0, _num.ceil(q / br) * pairs / full_pairs))
+    # Each query block re-reads the keys its rows see: a share pairs / (q·kv) of them, or with a window the
+    # br + w − 1 keys of its band.
+    share = pairs / full_pairs if window is None else window_keys(br, kv, window) / kv
+    rereads = _num.where(kv_fits, 1.0, _num.maximum(1.0, _num.ceil(q / br) * share))
     # Decode that runs masked MHA (groups over `DECODE_MAX_PACKED_GROUP`): one thread block per query head, each
     # reading its group's K and V. The first read comes from device memory; the other group − 1 come from L2 (when
     # the device's L2 bandwidth is known) while the group's blocks stream it together (below), from device memory
@@ -99,7 +136,8 @@ def attention(
     group = h / kvh
     per_head = (q == 1.0) & (group > DECODE_MAX_PACKED_GROUP)
     shared = _num.where(per_head, (group - 1.0) * (k_bytes + v_bytes), 0.0)
-    if hw.cache_bandwidth_bytes_per_s is not None and hw.threads_per_unit is not None:
+    l2_rate = hw.shared_l2_read_bytes_per_s
+    if l2_rate is not None and hw.threads_per_unit is not None:
         # The masked-MHA grid is (heads, batch, KV chunks) with the head fastest (TensorRT-LLM's
         # decoderMaskedMultiheadAttentionTemplate.h: hi = blockIdx.x, hi_kv = hi / (heads / kv_heads)), so the blocks
         # of one group are dispatched together and walk their K/V from the first key at the same pace: while they are
@@ -119,11 +157,11 @@ def attention(
     # A block's first K/V step waits for its load: from device memory for one block of a group, from L2 for the
     # others when their shared K/V is served there (seconds per byte, averaged over the group's blocks).
     hbm_s_per_byte = 1.0 / (hw.memory_bytes_per_s * hw.eff_memory)
-    l2_s_per_byte = 1.0 / (hw.cache_bandwidth_bytes_per_s * hw.eff_memory) if hw.cache_bandwidth_bytes_per_s else 0.0
+    l2_s_per_byte = 1.0 / (l2_rate * hw.eff_memory) if l2_rate else 0.0
     shared_share = _num.where(per_head & in_cache, (group - 1.0) / group, 0.0)
     first_kv_s_per_byte = (1.0 - shared_share) * hbm_s_per_byte + shared_share * l2_s_per_byte
     tiles = flash_tiles(
-        hw, (b, h, _num.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype, first_kv_s_per_byte
+        hw, (b, h, _num.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype, first_kv_s_per_byte, window
     )
     kernel.matrix_s = tiles.pop("seconds")
     # Split keys: the partial outputs are combined by a second kernel (FlashDecoding), or inside the same one (XQA).

@@ -64,6 +64,7 @@ def flash_tiles(
     s: float,
     dtype: str,
     first_kv_s_per_byte: Num | None = None,
+    window: Num | None = None,
 ) -> dict[str, Num]:
     """The tile schedule of a flash-attention kernel (shape = batch, heads, kv_heads, head_dim, q_len, kv_len):
     its time on the compute units and their exposed waits, in seconds.
@@ -82,6 +83,10 @@ def flash_tiles(
     K/V block and stores its output tile, at the active thread blocks' share of bandwidth (`K_STEP`), and a decode
     tile (one query per sequence) waits at least `PAGED_KV_ROUND_TRIPS` memory latencies (XQA: `XQA_KV_ROUND_TRIPS`)
     for its first K/V page. `launches`: the kernels it takes (2 with a second, combining kernel).
+
+    A sliding `window` (kv_len already cut to the keys some query sees, `window_keys`): a tile of P query positions
+    walks only the blocks of its band, the P + w − 1 keys from its first row's window to its last row, and meets a
+    block edge half a block on average at each end (as the causal diagonal): P + w − 1 keys / block + 1/2 blocks.
     """
     b, h, kvh, d, q, kv = shape
     slots = hw.units * hw.concurrent_tiles_per_unit
@@ -98,6 +103,10 @@ def flash_tiles(
         first = kv - q  # keys every query sees
         blocks = n_q * first / block + positions * n_q * (n_q + 1.0) / (2.0 * block) + n_q / 2.0
         blocks = _num.minimum(_num.maximum(blocks, n_q), n_q * n_kv)  # np.clip's order: the lower bound, then the upper
+        if window is not None:
+            band = _num.minimum(positions + _num.num(window) - 1.0, kv)
+            blocks = _num.minimum(blocks, n_q * (band / block + 0.5))
+            n_kv = _num.minimum(n_kv, _num.ceil(band / block) + 1.0)  # the longest thread block's walk
     else:
         blocks = n_q * n_kv
     # The online softmax runs on the fp32 accumulators of S = Q·Kᵀ whatever the input type (FlashAttention-2's

@@ -151,13 +151,17 @@ def aiconfigurator_gemm(path: Path) -> list[Group]:
 
 
 def aiconfigurator_attention(path: Path, phase: str) -> list[Group]:
-    """`context_attention_perf.csv` (phase "context") or `generation_attention_perf.csv` ("generation")."""
+    """`context_attention_perf.csv` (phase "context") or `generation_attention_perf.csv` ("generation").
+
+    `window_size` > 0 is sliding-window attention over that many keys (the local layers of gpt-oss, 128, and of
+    Gemma-like models, 1 024 and 8 192; TensorRT-LLM's `attention_window_size`); 0 is full causal attention."""
     family = f"attention-{phase}"
     groups: list[Group] = []
     rows = _dict_rows(path)
     rows = [r for r in rows if r["attn_dtype"] == "bfloat16" and r["kv_cache_dtype"] == "bfloat16"]
-    for kvh in sorted({int(r["num_key_value_heads"]) for r in rows}):
-        sub = [r for r in rows if int(r["num_key_value_heads"]) == kvh]
+    variants = sorted({(int(r["num_key_value_heads"]), int(r.get("window_size") or 0)) for r in rows})
+    for kvh, window in variants:
+        sub = [r for r in rows if int(r["num_key_value_heads"]) == kvh and int(r.get("window_size") or 0) == window]
         b, h, d = col(sub, "batch_size"), col(sub, "num_heads"), col(sub, "head_dim")
         if phase == "context":
             # Causal prefill of batch_size sequences of isl tokens (step is 0).
@@ -165,9 +169,11 @@ def aiconfigurator_attention(path: Path, phase: str) -> list[Group]:
         else:
             # One new token (isl = 1) against `step` cached tokens: it attends to those and to itself.
             q, kv = col(sub, "isl"), col(sub, "step") + col(sub, "isl")
-        parts = attention_parts(phase, b, h, kvh, d, q, kv)
+        parts = attention_parts(phase, b, h, kvh, d, q, kv, window or None)
+        suffix = f" w={window}" if window else ""
         labels = [
-            f"b={x:.0f} h={y:.0f} kv_h={kvh} q={u:.0f} kv={v:.0f}" for x, y, u, v in zip(b, h, q, kv, strict=True)
+            f"b={x:.0f} h={y:.0f} kv_h={kvh} d={z:.0f} q={u:.0f} kv={v:.0f}{suffix}"
+            for x, y, z, u, v in zip(b, h, d, q, kv, strict=True)
         ]
         measured = col(sub, "latency") * 1e-3
         groups.append(Group("aiconfigurator", family, parts, measured, labels, f"aiconfigurator-{phase}"))
@@ -175,7 +181,14 @@ def aiconfigurator_attention(path: Path, phase: str) -> list[Group]:
 
 
 def attention_parts(
-    phase: str, b: np.ndarray, h: np.ndarray, kvh: int, d: np.ndarray, q: np.ndarray, kv: np.ndarray
+    phase: str,
+    b: np.ndarray,
+    h: np.ndarray,
+    kvh: int,
+    d: np.ndarray,
+    q: np.ndarray,
+    kv: np.ndarray,
+    window: int | None = None,
 ) -> list[Part]:
     """The kernels of one TensorRT-LLM attention call (fused QKV in, RoPE and KV-cache append included).
 
@@ -183,7 +196,9 @@ def attention_parts(
     new K, V into the cache (b·q·(h + 2·kv_h)·d elements in and out), then the fused flash-attention kernel.
     Generation: the decode kernel (masked MHA / XQA) applies RoPE and appends the one new K, V itself.
     """
-    att = Attention(batch=1, heads=kvh, kv_heads=kvh, head_dim=128, q_len=1, kv_len=1, causal=True, dtype="bf16")
+    att = Attention(
+        batch=1, heads=kvh, kv_heads=kvh, head_dim=128, q_len=1, kv_len=1, causal=True, dtype="bf16", window=window
+    )
     values = {"batch": b, "heads": h, "head_dim": d, "q_len": q, "kv_len": kv}
     if phase == "generation":
         # TensorRT-LLM's decode kernels: XQA packs the query heads of a K/V head in one thread block, masked MHA

@@ -86,4 +86,5 @@ def test_an_attentions_kv_heads_is_part_of_its_variant_not_a_size() -> None:
     sizes, optional, others = adapters.size_fields(Attention)
     assert sizes == ("batch", "heads", "head_dim", "q_len", "kv_len")
     assert optional == ()
-    assert others == ("kind", "kv_heads", "causal", "implementation", "dtype")
+    # A sliding window, likewise: a windowed op walks another schedule (its band), so it is a variant too.
+    assert others == ("kind", "kv_heads", "causal", "implementation", "dtype", "window")

@@ -40,6 +40,7 @@ A100 = roofline.Hardware(
     memory_latency_s=650e-9,
     threads_per_unit=2048,
     architecture="sm_80",
+    clock_hz=1.41e9,
 )
 
 # hardware_db/hardware/h100-sxm.yaml
@@ -71,6 +72,7 @@ H100 = roofline.Hardware(
     memory_latency_s=650e-9,
     threads_per_unit=2048,
     architecture="sm_90",
+    clock_hz=1.83e9,
 )
 
 # hardware_db/hardware/h200-sxm.yaml: H100's GH100 compute with HBM3e; no L2 bandwidth figure.
@@ -106,6 +108,7 @@ L4 = roofline.Hardware(
     memory_latency_s=650e-9,
     threads_per_unit=1536,
     architecture="sm_89",
+    clock_hz=2.04e9,
 )
 
 HARDWARE = {"a100-sxm-80gb": A100, "h100-sxm": H100, "h200-sxm": H200, "l4": L4}

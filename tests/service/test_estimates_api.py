@@ -524,3 +524,15 @@ def test_a_precision_the_device_cannot_run_names_body_op_precision(client: TestC
     response = client.post("/v1/estimate/op", json={"hardware": A100, "op": {**matmul, "precision": "high"}})
     assert rejected(response) == ["body.op.precision"]
     assert "'default', 'tf32', 'bf16x3' or 'highest'" in response.json()["message"]
+
+
+def test_a_sliding_window_needs_a_causal_mask_and_shortens_a_decode_step(client: TestClient) -> None:
+    attention = {"kind": "attention", "batch": 8, "heads": 32, "kv_heads": 8, "head_dim": 128, "q_len": 1}
+    local = {**attention, "kv_len": 16_384, "window": 128, "causal": False}
+    assert rejected(client.post("/v1/estimate/op", json={"hardware": A100, "op": local})) == ["body.op.window"]
+    # A decode step through a window of 128 keys is one over a 128-key cache (roofline.causal_pairs).
+    times = [
+        client.post("/v1/estimate/op", json={"hardware": A100, "op": op}).json()["time_s"]
+        for op in ({**local, "causal": True}, {**attention, "kv_len": 128})
+    ]
+    assert times[0] == times[1]

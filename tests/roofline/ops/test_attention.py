@@ -41,17 +41,19 @@ BW = 2039e9 * 0.9
     extra_keys=st.integers(0, 32_768),
     causal=st.booleans(),
     implementation=st.sampled_from(["flash", "naive", "fused_per_head"]),
+    window=st.sampled_from([None, 128, 4096]),
 )
 def test_one_attention_in_floats_is_the_same_as_in_an_array(
     batch: int, kv_heads: int, group: int, head_dim: int, q_len: int, extra_keys: int, causal: bool,
-    implementation: str,
+    implementation: str, window: int | None,
 ) -> None:  # fmt: skip
     """Attention's float path (decode, prefill, masked MHA, split keys, naive) against its array path: every term
     and detail to the last bit, the time to the ulp of `kernel_time`'s pow."""
     sizes = (batch, kv_heads * group, kv_heads, head_dim, q_len, q_len + extra_keys)
 
     def estimate(*numbers: Any) -> roofline.Estimate:
-        kernels = roofline.attention(A100, *numbers, causal=causal, implementation=implementation)
+        w = None if window is None or not causal else float(window)
+        kernels = roofline.attention(A100, *numbers, causal=causal, implementation=implementation, window=w)
         return roofline.single(kernels, A100, VECTOR_PEAK, A100.launch_s)
 
     one, many = estimate(*sizes), estimate(*(np.array([x], dtype=np.float64) for x in sizes))
@@ -97,9 +99,26 @@ def test_masked_mha_reads_the_shared_kv_once_from_memory_and_again_from_l2() -> 
     # The L2 roof holds: every byte passes through it, 1.07 GB at 6.50 TB/s (165 µs), against 17 MB of HBM (9 µs).
     assert float(est.memory_s) == pytest.approx((unique + q_and_out + 63 * unique) / (7.2192e12 * 0.9), rel=1e-12)
     assert float(est.bytes) == unique + q_and_out
-    # Without an L2 bandwidth every head's read comes from device memory, as before the figure existed.
-    (unknown,) = roofline.attention(replace(A100, cache_bandwidth_bytes_per_s=None), 8, 64, 1, 128, 1, 4096)
+    # Without an L2 bandwidth or a clock every head's read comes from device memory, as before the figure existed.
+    no_l2 = replace(A100, cache_bandwidth_bytes_per_s=None, clock_hz=None)
+    (unknown,) = roofline.attention(no_l2, 8, 64, 1, 128, 1, 4096)
     assert float(unknown.external_in_bytes) == 64 * unique and float(unknown.cache_in_bytes) == 0.0
+
+
+def test_without_an_l2_bandwidth_an_nvidia_gpu_serves_shared_reads_at_a_rate_per_sm_and_clock() -> None:
+    # The same decode on an A100 whose profile gives its clock (1.41 GHz) but no L2 bandwidth: the other 63 heads'
+    # reads come from L2 at 108 SMs × 1.41e9 × 19 B = 2.89332e12 B/s (× 0.9), 1.06 GB in 406 µs; the device-memory
+    # stream (17 MB + Q and O) is not charged to L2 a second time.
+    unique = 2 * 2 * 8 * 4096 * 128
+    hw = replace(A100, cache_bandwidth_bytes_per_s=None)
+    assert hw.shared_l2_read_bytes_per_s == pytest.approx(108 * 1.41e9 * 19.0, rel=1e-15)
+    (kernel,) = roofline.attention(hw, 8, 64, 1, 128, 1, 4096)
+    assert float(kernel.external_in_bytes) == unique and float(kernel.cache_in_bytes) == 63 * unique
+    est = roofline.single([kernel], hw, VECTOR_PEAK, 0.0)
+    assert float(est.memory_s) == pytest.approx(63 * unique / (108 * 1.41e9 * 19.0 * 0.9), rel=1e-12)
+    # Not an NVIDIA architecture: no rule, device memory as before.
+    (other,) = roofline.attention(replace(hw, architecture="gfx942"), 8, 64, 1, 128, 1, 4096)
+    assert float(other.cache_in_bytes) == 0.0
 
 
 def test_masked_mha_groups_resident_together_share_their_kv_through_l2_however_long_the_cache() -> None:
@@ -206,3 +225,44 @@ def test_naive_attention_writes_every_heads_scores_to_device_memory_on_an_h100()
     per_head = run("fused_per_head")
     assert per_head.bytes == 67_108_864
     assert per_head.flops / per_head.bytes == pytest.approx(2068.0, abs=0.5)
+
+
+# --- sliding windows -----------------------------------------------------------------------------------------------
+
+
+def test_a_sliding_window_counts_the_pairs_each_query_sees() -> None:
+    """Query at position p sees min(p + 1, w) keys. By hand: 8 prompt tokens, window 3: 1 + 2 + 3·6 = 21; a decode
+    step over 100 keys, window 10: 10; 4 new tokens at positions 2-5 over 6 keys, window 4: 3 + 4 + 4 + 4 = 15."""
+    assert roofline.causal_pairs(8.0, 8.0, 3.0) == 21.0
+    assert roofline.causal_pairs(1.0, 100.0, 10.0) == 10.0
+    assert roofline.causal_pairs(4.0, 6.0, 4.0) == 15.0
+    assert roofline.causal_pairs(8.0, 8.0, 8.0) == roofline.causal_pairs(8.0, 8.0) == 36.0  # no narrower than kv
+
+
+def test_a_windowed_decode_step_is_a_decode_step_over_the_window() -> None:
+    """A decode step through a window of 128 keys reads and multiplies exactly what one over a 128-key cache does:
+    FLOPs 4·b·h·128·d (+ 5 softmax operations per score); device-memory bytes Q, O and K, V of 128 keys once (the
+    group of 128 query heads runs masked MHA, whose other 127 reads of K and V come from the A100's L2)."""
+    shape = (8.0, 128.0, 1.0, 64.0, 1.0)
+    windowed = roofline.single(
+        roofline.attention(A100, *shape, 16_384.0, window=128.0), A100, VECTOR_PEAK, A100.launch_s
+    )
+    short = roofline.single(roofline.attention(A100, *shape, 128.0), A100, VECTOR_PEAK, A100.launch_s)
+    assert windowed.time_s == short.time_s
+    assert windowed.flops == 4.0 * 8 * 128 * 128 * 64 + 5.0 * 8 * 128 * 128
+    assert windowed.bytes == 2 * (2.0 * 8 * 128 * 64) + 2 * (2.0 * 8 * 1 * 128 * 64)  # Q and O; K and V
+
+
+def test_a_windowed_prefill_does_the_band_s_work_and_reads_the_band_s_keys() -> None:
+    """8 sequences of 16 384 prompt tokens through a window of 128 keys, one head of 128: pairs per sequence =
+    128·129/2 + (16 384 − 128)·128 = 2 089 024 (against 134 225 920 unwindowed); each 128-row query block (A100:
+    Br = min(⌈83 968 / 512⌉, 128) = 128) reads K and V
+    ⌈16 384 / 128⌉ · (128 + 127) / 16 384 = 1.99 times (8 sequences' K and V, 8 × 8 MiB, outgrow the 40 MiB L2)."""
+    kernel = roofline.attention(A100, 8.0, 1.0, 1.0, 128.0, 16_384.0, 16_384.0, window=128.0)[0]
+    pairs = 128 * 129 / 2 + (16_384 - 128) * 128
+    assert pairs == 2_089_024
+    assert kernel.flops == 8 * (4.0 * pairs * 128 + 5.0 * pairs)
+    assert kernel.extra["query_block_rows"] == 128.0
+    assert kernel.extra["kv_reads"] == pytest.approx(128 * 255 / 16_384)
+    with pytest.raises(ValueError, match="causal"):
+        roofline.attention(A100, 1.0, 1.0, 1.0, 128.0, 16.0, 16.0, causal=False, window=8.0)
