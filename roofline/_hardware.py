@@ -50,6 +50,11 @@ class Hardware:
     memory_latency_s: float | None = None  # loaded device-memory latency; None: no memory-parallelism limit
     threads_per_unit: int | None = None  # resident threads per compute unit (CUDA: max threads per SM)
     architecture: str | None = None  # instruction-set generation, e.g. "sm_80", for per-architecture costs
+    # The model's two combination norms, chosen on measured data (`roofline.kernel_time`'s overlap of math and memory,
+    # `roofline._kernels.MEMORY_QUEUEING_NORM`'s two memory limits); None: the shipped value. Set only to re-derive
+    # them without a device (`python -m bench.validate --leave-one-device-out`, docs/decisions/0024).
+    overlap_norm: float | None = None
+    memory_queueing_norm: float | None = None
     extra: Mapping[str, float] = field(default_factory=dict)
 
     def matrix_peak(self, dtype: str) -> tuple[float, str]:
