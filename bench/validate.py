@@ -230,11 +230,13 @@ def report(root: Path | None = None, worst: int = 5) -> list[dict[str, Any]]:
 def scopes_of(c: loo.Constants) -> dict[str, Scope]:
     """`SCOPES` rebuilt from a set of constants (`bench.loo`): a fixed cost no rule could derive (LLMCompass's, with
     the A100 held out) falls back to the profile's own kernel launch cost, as a host-timed call of an unknown harness
-    would be predicted."""
+    would be predicted. A scope with no rule keeps its shipped value (add its rule to `bench.loo` when one is chosen
+    from data)."""
     launch = next(h for h in load_hardware() if h.slug == HARDWARE).overheads.kernel_launch_s
     floor = c.kernel_floor_s
     call = launch if c.llmcompass_call_s is None else c.llmcompass_call_s
     return {
+        **SCOPES,
         "aiconfigurator": Scope(floor),
         "aiconfigurator-context": Scope(floor, c.context_plateau_s - 2 * floor),
         "aiconfigurator-generation": Scope(floor, c.generation_plateau_s - floor),
