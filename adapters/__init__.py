@@ -68,6 +68,14 @@ from adapters._inference import (
     topologies,
     transformer,
 )
+from adapters._intervals import (
+    TABLE_PATH,
+    applied_correction,
+    calibration_band,
+    interval_family,
+    interval_table,
+    with_interval,
+)
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
 from adapters._serving import estimate_serving, render_serving, serving_requests
@@ -79,6 +87,7 @@ __all__ = [
     "KERNEL_FLOOR_S",
     "METHODS",
     "NOTES",
+    "TABLE_PATH",
     "UNCALIBRATED",
     "Batch",
     "CalibrationUse",
@@ -93,9 +102,11 @@ __all__ = [
     "Predictions",
     "Prepared",
     "RunCorrector",
+    "applied_correction",
     "calibrate_docs",
     "calibrate_points",
     "calibrated",
+    "calibration_band",
     "check_sweep",
     "correct",
     "covering",
@@ -113,6 +124,8 @@ __all__ = [
     "group_of",
     "inference_run",
     "inference_system",
+    "interval_family",
+    "interval_table",
     "item_dict",
     "item_dicts",
     "memory_bytes_per_s",
@@ -142,4 +155,5 @@ __all__ = [
     "transformer",
     "variant_codes",
     "with_assumptions",
+    "with_interval",
 ]

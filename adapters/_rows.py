@@ -15,6 +15,10 @@ from adapters._errors import non_finite
 
 BOUNDS = ("compute", "memory", "overhead")
 MATMUL_FIELDS = ("tiles", "waves", "wave_efficiency")
+# The prediction interval (`adapters.with_interval`) travels in `Estimate.extra` and is rendered beside time_s, not in
+# details; an estimate without one renders null.
+INTERVAL_FIELDS = ("time_s_p10", "time_s_p90")
+HIDDEN_DETAILS = (*MATMUL_FIELDS, *INTERVAL_FIELDS)
 
 
 def with_assumptions(est: roofline.Estimate, hw: roofline.Hardware, hardware_name: str) -> roofline.Estimate:
@@ -73,6 +77,9 @@ def item_dict(est: roofline.Estimate) -> dict[str, Any]:
             raise non_finite(f"response.details.{name}")
     is_matmul = "tiles" in extra
     return {
+        "time_s": top.pop("time_s"),
+        "time_s_p10": extra.get("time_s_p10"),
+        "time_s_p90": extra.get("time_s_p90"),
         **top,
         "bound": BOUNDS[int(est.bound)],
         "unit": est.unit,
@@ -82,7 +89,7 @@ def item_dict(est: roofline.Estimate) -> dict[str, Any]:
         "waves": extra["waves"] if is_matmul else None,
         "wave_efficiency": extra["wave_efficiency"] if is_matmul else None,
         "tile": [int(extra["tile_m"]), int(extra["tile_n"])] if is_matmul else None,
-        "details": {name: value for name, value in extra.items() if name not in MATMUL_FIELDS},
+        "details": {name: value for name, value in extra.items() if name not in HIDDEN_DETAILS},
         "assumptions": est.assumptions,
     }
 
@@ -125,9 +132,11 @@ def item_dicts(
     time_s, flops = matrix[0], matrix[1]
     is_matmul = "tiles" in extra
     absent: list[Any] = [None] * size
-    detail_names = [name for name in extra if name not in MATMUL_FIELDS]
+    detail_names = [name for name in extra if name not in HIDDEN_DETAILS]
     columns: dict[str, list[Any]] = {
         "time_s": columns_in["time_s"],
+        "time_s_p10": extra.get("time_s_p10", absent),
+        "time_s_p90": extra.get("time_s_p90", absent),
         "flops": columns_in["flops"],
         "bytes": columns_in["bytes"],
         "arithmetic_intensity": columns_in["arithmetic_intensity"],

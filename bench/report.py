@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import validate, validate_collectives, validate_inference, validate_training
+from bench import intervals, validate, validate_collectives, validate_inference, validate_training
 from service.benchmarks.datasets import DATA_DIR, MissingData
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,6 +130,14 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
         }
         for r in doc["rows"]
     }
+    # Leave one device out and the prediction intervals' coverage: computed by `python -m bench.intervals` (one run
+    # feeds the shipped interval table and these figures; its --check and tests/bench/test_intervals.py keep them
+    # current), read here rather than recomputed.
+    figures = json.loads(intervals.FIGURES_PATH.read_text())
+    loo = {
+        f"{r['source']}/{r['family']}/{r['device']}": {**r, "target": list(_op_target(r["family"]))}
+        for r in figures["loo"]
+    }
     return {
         "generated_by": "python -m bench.report",
         "tolerance": TOLERANCE,
@@ -141,6 +149,8 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
         },
         "sources": {**validate.SOURCES, "inference": validate_inference.SOURCE, "training": validate_training.SOURCE},
         "ops": ops,
+        "loo": loo,
+        "intervals": {"coverage": figures["coverage"], "by_family": figures["coverage_by_family"]},
         "collectives": collectives,
         "inference": inference,
         "training": training,
@@ -215,6 +225,8 @@ def render(base: dict[str, Any]) -> Iterator[str]:
         + "."
     )
     yield ""
+    yield from _loo(base)
+    yield from _intervals(base)
     yield f"### Worst cases ({WORST} per family)"
     yield ""
     yield "| source | family | case | measured | predicted | error |"
@@ -276,6 +288,68 @@ def render(base: dict[str, Any]) -> Iterator[str]:
             )
     yield ""
     yield from _training(base)
+
+
+def _loo(base: dict[str, Any]) -> Iterator[str]:
+    yield "### Leave one device out"
+    yield ""
+    yield (
+        "The figure that counts: each device's rows predicted with every constant chosen from measured data (the "
+        "timing scopes' fixed costs, the memory latency, the overlap and queueing norms) re-derived from the other "
+        "devices' rows (`python -m bench.validate --leave-one-device-out`; the rules and the audit of the op model's "
+        "constants: [decision 0027](decisions/0027-leave-one-device-out.md)). LLMCompass's harness costs exist on the "
+        "A100 only: without it they fall back to the profile's launch cost."
+    )
+    yield ""
+    yield "| source | family | device | points | in-sample median | LOO median | LOO p90 | LOO bias | target | |"
+    yield "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+    worst: dict[str, dict[str, Any]] = {}
+    for key, r in base["loo"].items():
+        inside = base["ops"].get(key)
+        med_t, p90_t = r["target"]
+        target = _pct(med_t) + (f" / {_pct(p90_t)}" if p90_t is not None else "")
+        met = "met" if r["median_ape"] <= med_t and (p90_t is None or r["p90_ape"] <= p90_t) else "**missed**"
+        yield (
+            f"| {r['source']} | {r['family']} | {r['device']} | {r['count']:,} "
+            f"| {_pct(None if inside is None else inside['median_ape'])} | {_pct(r['median_ape'])} "
+            f"| {_pct(r['p90_ape'])} | {_pct(r['bias'], True)} | {target} | {met} |"
+        )
+        if r["family"] not in worst or r["median_ape"] > worst[r["family"]]["median_ape"]:
+            worst[r["family"]] = r
+    yield ""
+    yield (
+        "Worst device per family, leave one device out (median): "
+        + "; ".join(f"{family} {_pct(r['median_ape'])} ({r['source']} on {r['device']})" for family, r in worst.items())
+        + "."
+    )
+    yield ""
+
+
+def _intervals(base: dict[str, Any]) -> Iterator[str]:
+    yield "### Prediction intervals: coverage"
+    yield ""
+    yield (
+        "Every op estimate carries `time_s_p10` and `time_s_p90` from the leave-one-device-out residuals of its family "
+        "and regime (`adapters/intervals.json`, [model/intervals.md](model/intervals.md)). Coverage: each device held "
+        "out of that table too, the share of its measurements inside their p10-p90 interval (aim: about 80 %); "
+        "width: the median p90 / p10; band: the table's cells it took (`*`: pooled over families, for a family only "
+        "this device has)."
+    )
+    yield ""
+    yield "| family | device | points | inside p10-p90 | width | band |"
+    yield "| --- | --- | ---: | ---: | ---: | --- |"
+    for c in base["intervals"]["coverage"]:
+        yield (
+            f"| {c['family']} | {c['device']} | {c['rows']:,} | {_pct(c['coverage'])} | {c['width']:.2f} "
+            f"| {', '.join(f'`{b}`' for b in c['bands'])} |"
+        )
+    yield ""
+    yield (
+        "Per family (mean over its held-out devices): "
+        + "; ".join(f"{family} {_pct(v)}" for family, v in base["intervals"]["by_family"].items())
+        + "."
+    )
+    yield ""
 
 
 def _training(base: dict[str, Any]) -> Iterator[str]:

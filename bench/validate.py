@@ -39,7 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ import numpy as np
 
 import roofline
 from adapters import evaluate, to_core
+from bench import loo
 from hardware_db import load_hardware
 from schemas.estimates import EstimateContext, Options
 from schemas.hardware import HardwareCreate
@@ -119,6 +120,11 @@ class Result:
     predicted_s: np.ndarray
     labels: list[str]
     device: str = HARDWARE
+    # Per row, summed over the call's kernels: seconds of work (time less the per-kernel fixed costs), of math and of
+    # memory traffic: the regime a prediction interval is taken from (`bench.intervals`).
+    work_s: np.ndarray | None = None
+    compute_s: np.ndarray | None = None
+    memory_s: np.ndarray | None = None
 
     @property
     def signed(self) -> np.ndarray:
@@ -143,35 +149,57 @@ def hardware(launch_s: float = KERNEL_FLOOR_S, spec: HardwareCreate | None = Non
     return to_core(spec, ctx)
 
 
-def predict(group: Group, hw: roofline.Hardware) -> np.ndarray:
+def predict(group: Group, hw: roofline.Hardware, scopes: dict[str, Scope] | None = None) -> np.ndarray:
     """Seconds for every row of a group: its kernels on `hw` (whose launch cost is the scope's) and the call's."""
+    return anatomy(group, hw, scopes)[0]
+
+
+def anatomy(
+    group: Group, hw: roofline.Hardware, scopes: dict[str, Scope] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`predict`'s seconds per row, and the work, math and memory seconds of the call's kernels (`Result`)."""
     total = np.zeros_like(group.measured_s)
+    work, compute, memory = np.zeros_like(total), np.zeros_like(total), np.zeros_like(total)
     for part in group.parts:
         est = evaluate(hw, part.op, part.overrides)
         total = total + part.count * np.broadcast_to(est.time_s, total.shape)
-    return SCOPES[group.scope].measured(total)
+        work = work + part.count * np.broadcast_to(np.asarray(est.time_s) - est.overhead_s, total.shape)
+        compute = compute + part.count * np.broadcast_to(est.compute_s, total.shape)
+        memory = memory + part.count * np.broadcast_to(est.memory_s, total.shape)
+    return (scopes or SCOPES)[group.scope].measured(total), work, compute, memory
 
 
-def run(groups: Sequence[Group]) -> list[Result]:
-    """Predict every group on its device's catalogue profile and pool the results per (source, family, device)."""
+def run(
+    groups: Sequence[Group],
+    scopes: dict[str, Scope] | None = None,
+    adjust: Callable[[roofline.Hardware], roofline.Hardware] | None = None,
+) -> list[Result]:
+    """Predict every group on its device's catalogue profile and pool the results per (source, family, device).
+
+    `scopes` replaces `SCOPES` and `adjust` changes each core profile: the leave-one-device-out run
+    (`bench.loo`) re-derives both without the device it reports."""
+    scopes = scopes or SCOPES
     specs = {h.slug: h for h in load_hardware()}
     cores: dict[tuple[str, str], roofline.Hardware] = {}
-    pooled: dict[tuple[str, str, str], list[tuple[np.ndarray, np.ndarray, list[str]]]] = {}
+    pooled: dict[tuple[str, str, str], list[tuple[np.ndarray, ...]]] = {}
+    labels: dict[tuple[str, str, str], list[str]] = {}
     for g in groups:
         if (g.scope, g.device) not in cores:
-            cores[(g.scope, g.device)] = hardware(SCOPES[g.scope].launch_s, specs[g.device])
-        predicted = predict(g, cores[(g.scope, g.device)])
+            core = hardware(scopes[g.scope].launch_s, specs[g.device])
+            cores[(g.scope, g.device)] = core if adjust is None else adjust(core)
+        predicted, work, compute, memory = anatomy(g, cores[(g.scope, g.device)], scopes)
         if not np.all(np.isfinite(predicted) & (predicted > 0)):
             raise ValueError(f"{g.source} / {g.family} on {g.device}: a prediction is not a positive finite time")
-        pooled.setdefault((g.source, g.family, g.device), []).append((g.measured_s, predicted, g.labels))
-    return [
-        Result(
-            source, family,
-            np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            [label for p in parts for label in p[2]], device,
+        key = (g.source, g.family, g.device)
+        pooled.setdefault(key, []).append((g.measured_s, predicted, work, compute, memory))
+        labels.setdefault(key, []).extend(g.labels)
+    results = []
+    for (source, family, device), parts in pooled.items():
+        measured, predicted, work, compute, memory = (np.concatenate(column) for column in zip(*parts, strict=True))
+        results.append(
+            Result(source, family, measured, predicted, labels[(source, family, device)], device, work, compute, memory)
         )
-        for (source, family, device), parts in pooled.items()
-    ]  # fmt: skip
+    return results
 
 
 def summary(result: Result, worst: int = 5) -> dict[str, Any]:
@@ -203,6 +231,104 @@ def report(root: Path | None = None, worst: int = 5) -> list[dict[str, Any]]:
     return [summary(r, worst) for r in run(load(root))]
 
 
+# --- leave one device out (issue 21) -----------------------------------------------------------------------------
+
+
+def scopes_of(c: loo.Constants) -> dict[str, Scope]:
+    """`SCOPES` rebuilt from a set of constants (`bench.loo`): a fixed cost no rule could derive (LLMCompass's, with
+    the A100 held out) falls back to the profile's own kernel launch cost, as a host-timed call of an unknown harness
+    would be predicted. A scope with no rule keeps its shipped value (add its rule to `bench.loo` when one is chosen
+    from data)."""
+    launch = next(h for h in load_hardware() if h.slug == HARDWARE).overheads.kernel_launch_s
+    floor = c.kernel_floor_s
+    call = launch if c.llmcompass_call_s is None else c.llmcompass_call_s
+    return {
+        **SCOPES,
+        "aiconfigurator": Scope(floor),
+        "aiconfigurator-context": Scope(floor, c.context_plateau_s - 2 * floor),
+        "aiconfigurator-generation": Scope(floor, c.generation_plateau_s - floor),
+        "vidur": Scope(c.vidur_launch_s),
+        "llmcompass": Scope(call),
+        "llmcompass-layernorm": Scope(call, floor_s=c.llmcompass_layernorm_floor_s or 0.0),
+        "llmcompass-gelu": Scope(launch if c.llmcompass_gelu_call_s is None else c.llmcompass_gelu_call_s),
+    }
+
+
+def evaluate_with(groups: Sequence[Group], c: loo.Constants) -> list[Result]:
+    """`run` with every constant of a set (`bench.loo.Evaluate`)."""
+    return run(groups, scopes_of(c), c.adjust)
+
+
+def leave_one_device_out(root: Path | None = None) -> dict[str, Any]:
+    """Every (source, family, device) figure twice: in sample (the shipped constants) and with every constant chosen
+    from data re-derived without that device (`bench.loo`), with the constants of each fold."""
+    base = data_dir(root)
+    groups = load(base)
+    extra = loo.a40_groups(base)
+    shipped = {(r.source, r.family, r.device): r for r in run(groups)}
+    folds = loo.leave_one_device_out(groups, extra, evaluate_with)
+    rows = []
+    for fold in folds:
+        for r in fold.results:
+            inside = summary(shipped[(r.source, r.family, r.device)], 0)
+            out = summary(r, 0)  # type: ignore[arg-type]
+            rows.append({
+                "source": r.source, "family": r.family, "device": r.device, "count": out["count"],
+                "in_sample": {k: inside[k] for k in ("median_ape", "p90_ape", "bias")},
+                "loo": {k: out[k] for k in ("median_ape", "p90_ape", "bias")},
+            })  # fmt: skip
+    constants = {
+        "shipped": _constants(loo.SHIPPED),
+        # The rules on the A100's rows alone, the data the shipped constants were chosen on: does each rule say
+        # what was chosen by hand?
+        "a100 only": _constants(loo.in_sample([g for g in groups if g.device == HARDWARE], [], evaluate_with)),
+        "all devices": _constants(loo.in_sample(groups, extra, evaluate_with)),
+        **{f"without {fold.device}": _constants(fold.constants) for fold in folds},
+    }
+    return {"rows": rows, "constants": constants, "folds": folds}
+
+
+def _constants(c: loo.Constants) -> dict[str, Any]:
+    names = [f for f in loo.Constants.__dataclass_fields__ if f != "sources"]
+    return {name: {"value": getattr(c, name), "from": c.sources.get(name, "shipped")} for name in names}
+
+
+def render_loo(doc: dict[str, Any]) -> Iterator[str]:
+    yield "Leave one device out: each device's rows predicted with every constant chosen from data re-derived"
+    yield "without that device (bench/loo.py, docs/decisions/0027); in-sample = the shipped constants"
+    yield (
+        f"{'source':<15}{'family':<22}{'device':<21}{'count':>7}{'in-sample':>11}{'LOO':>8}{'p90 in':>9}{'p90 LOO':>9}"
+        f"{'bias LOO':>10}"
+    )
+    for r in doc["rows"]:
+        i, o = r["in_sample"], r["loo"]
+        yield (
+            f"{r['source']:<15}{r['family']:<22}{r['device']:<21}{r['count']:>7}{i['median_ape']:>11.1%}"
+            f"{o['median_ape']:>8.1%}{i['p90_ape']:>9.1%}{o['p90_ape']:>9.1%}{o['bias']:>+10.1%}"
+        )
+    worst: dict[str, dict[str, Any]] = {}
+    for r in doc["rows"]:
+        if r["family"] not in worst or r["loo"]["median_ape"] > worst[r["family"]]["loo"]["median_ape"]:
+            worst[r["family"]] = r
+    yield ""
+    yield "Worst device per family (LOO median):"
+    for family, r in worst.items():
+        devices = sorted({x["device"] for x in doc["rows"] if x["family"] == family})
+        note = "" if len(devices) > 1 else "  (one device has this family)"
+        yield f"  {family:<22}{r['loo']['median_ape']:>7.1%}  {r['device']} ({r['source']}){note}"
+    yield ""
+    yield "Constants per fold (value; the devices it was derived from):"
+    for name in doc["constants"]["shipped"]:
+        cells = []
+        for fold, values in doc["constants"].items():
+            v, src = values[name]["value"], values[name]["from"]
+            shown = "none" if v is None else (f"{v * 1e6:.2f} µs" if name.endswith("_s") else f"{v:g}")
+            cells.append(f"{fold}: {shown}" + ("" if fold == "shipped" else f" [{src}]"))
+        yield f"  {name}"
+        for cell in cells:
+            yield f"    {cell}"
+
+
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f} µs"
 
@@ -232,7 +358,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=None, help=f"validation data directory (default {DATA_DIR})")
     parser.add_argument("--json", type=Path, default=None, help="also write the report as JSON to this path")
     parser.add_argument("--worst", type=int, default=5, help="worst cases listed per family (default 5)")
+    parser.add_argument(
+        "--leave-one-device-out",
+        action="store_true",
+        help="re-derive every constant chosen from data without each device in turn and print both figures",
+    )
     args = parser.parse_args(argv)
+    if args.leave_one_device_out:
+        try:
+            doc = leave_one_device_out(args.data)
+        except MissingData as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        for line in render_loo(doc):
+            print(line)
+        if args.json is not None:
+            out = {"rows": doc["rows"], "constants": doc["constants"]}
+            args.json.write_text(json.dumps(out, indent=2, allow_nan=False) + "\n")
+        return 0
     try:
         rows = report(args.data, args.worst)
     except MissingData as err:

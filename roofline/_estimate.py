@@ -73,7 +73,9 @@ class Estimate:
 OVERLAP_NORM = 3.0
 
 
-def kernel_time(compute_s: Num, memory_s: Num, launch_s: Num, exposed_s: Num = 0.0) -> Num:
+def kernel_time(
+    compute_s: Num, memory_s: Num, launch_s: Num, exposed_s: Num = 0.0, overlap_norm: float | None = None
+) -> Num:
     """One kernel, in seconds: its fixed cost (launch and ramp: scheduling its blocks, filling and draining its
     pipeline, which nothing overlaps), then its work: the smooth maximum of math and memory time
     (`OVERLAP_NORM`), never less than the compute units' own timeline, math plus the waits a tiled kernel cannot
@@ -85,6 +87,6 @@ def kernel_time(compute_s: Num, memory_s: Num, launch_s: Num, exposed_s: Num = 0
     c, m = _num.num(compute_s), _num.num(memory_s)
     top = _num.maximum(c, m)
     safe = _num.where(top > 0, top, 1.0)
-    p = OVERLAP_NORM
+    p = OVERLAP_NORM if overlap_norm is None else overlap_norm
     work = top * ((c / safe) ** p + (m / safe) ** p) ** (1.0 / p)
     return launch_s + _num.maximum(work, c + exposed_s)

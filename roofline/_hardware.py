@@ -63,6 +63,11 @@ class Hardware:
     architecture: str | None = None  # instruction-set generation, e.g. "sm_80", for per-architecture costs
     kind: str = "gpu"  # "gpu", "tpu" or "cpu": what a framework's default precision runs fp32 matmuls as
     clock_hz: float | None = None  # compute-unit clock (boost), for rates given per clock
+    # The model's two combination norms, chosen on measured data (`roofline.kernel_time`'s overlap of math and memory,
+    # `roofline._kernels.MEMORY_QUEUEING_NORM`'s two memory limits); None: the shipped value. Set only to re-derive
+    # them without a device (`python -m bench.validate --leave-one-device-out`, docs/decisions/0027).
+    overlap_norm: float | None = None
+    memory_queueing_norm: float | None = None
     extra: Mapping[str, float] = field(default_factory=dict)
 
     def matrix_peak(self, dtype: str) -> tuple[float, str]:

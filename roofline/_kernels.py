@@ -85,7 +85,7 @@ class Kernel:
             return moved / bw
         resident = hw.units * (hw.threads_per_unit or 0)
         latency_bound = hw.parallel_bandwidth(np.asarray(float(resident)), self.access_bytes, self.dependent_loads)
-        p = MEMORY_QUEUEING_NORM
+        p = MEMORY_QUEUEING_NORM if hw.memory_queueing_norm is None else hw.memory_queueing_norm
         seconds = moved * ((1.0 / bw) ** p + (1.0 / latency_bound) ** p) ** (1.0 / p)
         latency = hw.memory_latency_s or 0.0
         chain = latency * self.dependent_loads * self.serial_loads
@@ -155,7 +155,7 @@ def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s
         total["compute"] = total["compute"] + c
         total["memory"] = total["memory"] + m
         total["overhead"] = total["overhead"] + launch_s * k.launches
-        total["time"] = total["time"] + kernel_time(c, m, launch_s * k.launches, k.exposed_s)
+        total["time"] = total["time"] + kernel_time(c, m, launch_s * k.launches, k.exposed_s, hw.overlap_norm)
     main, extra, assumptions = _merged(kernels)
     assumptions = {"kernels": len(kernels), **assumptions}
     return Estimate(

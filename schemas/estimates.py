@@ -168,6 +168,16 @@ class EstimateRead(BaseModel):
     """The anatomy of one estimate. Times in seconds, bytes to and from device memory."""
 
     time_s: float
+    time_s_p10: float | None = Field(
+        default=None,
+        description=(
+            "Prediction interval, low end: time_s × the 10th percentile of measured / predicted time over the "
+            "leave-one-device-out residuals of this op family and regime (or of the calibration applied); ≤ time_s."
+        ),
+    )
+    time_s_p90: float | None = Field(
+        default=None, description="Prediction interval, high end (the 90th percentile likewise); ≥ time_s."
+    )
     flops: float
     bytes: float
     arithmetic_intensity: float = Field(description="FLOPs per byte of device-memory traffic.")

@@ -51,12 +51,15 @@ def _op_item(spec: HardwareSpec, name: str, body: EstimateOpRequest, session: Se
     hw = adapters.to_core(spec, body)
     est = adapters.with_assumptions(adapters.evaluate(hw, body.op), hw, name)
     chosen = None if session is None else _chosen(session, body)
+    correction = None
     if chosen is not None:
-        times, info, _ = adapters.calibrate_points(chosen, [body.op.model_dump(mode="json")], est)
+        doc = body.op.model_dump(mode="json")
+        times, info, _ = adapters.calibrate_points(chosen, [doc], est)
         est.assumptions["calibration"] = info
         if times is not None:
             est = adapters.calibrated(est, times)
-    return adapters.item_dict(est)
+            correction = adapters.applied_correction(chosen, doc, info)
+    return adapters.item_dict(adapters.with_interval(est, adapters.interval_family(body.op), correction))
 
 
 def _chosen(session: Session, ctx: EstimateContext) -> adapters.Chosen | None:
@@ -80,7 +83,12 @@ def estimate_ops(session: Session, body: EstimateOpsRequest) -> bytes:
         est, grid = adapters.sweep(hw, sweep.op, sweep.vary)
         chosen = _chosen(session, body)
         docs = adapters.sweep_docs(sweep.op, grid) if chosen else None
-        items = _items(adapters.with_assumptions(est, hw, name), chosen, docs)
+        families: str | list[str] = (
+            [adapters.interval_family(sweep.op, q) for q in grid["q_len"]]
+            if "q_len" in grid
+            else adapters.interval_family(sweep.op)
+        )
+        items = _items(adapters.with_assumptions(est, hw, name), chosen, docs, families=families)
         return encoding.dumps({"items": items, "grid": grid}, check=False)
     ops = body.ops or []
     batch = adapters.evaluate_ops(hw, ops)
@@ -89,7 +97,8 @@ def estimate_ops(session: Session, body: EstimateOpsRequest) -> bytes:
     for group in batch.groups:
         docs = [ops[i].model_dump(mode="json") for i in group.indices] if chosen else None
         est = adapters.with_assumptions(group.estimate, hw, name)
-        for index, row in zip(group.indices, _items(est, chosen, docs, group.indices), strict=True):
+        families = [adapters.interval_family(ops[i]) for i in group.indices]
+        for index, row in zip(group.indices, _items(est, chosen, docs, group.indices, families), strict=True):
             rows[index] = row
     return encoding.dumps({"items": rows, "grid": None}, check=False)
 
@@ -99,13 +108,15 @@ def _items(
     chosen: adapters.Chosen | None,
     docs: list[dict[str, Any]] | None,
     positions: list[int] | None = None,
+    families: str | list[str] = "*",
 ) -> list[dict[str, Any]]:
     """The items of an estimate's points (at `positions` among the response's items), with `options.calibration`
     applied point by point before rendering (`docs`: each point's op as JSON): time_s calibrated, the physical
     model's in details.raw_time_s, and each item's assumptions.calibration saying which calibration and how it
-    reached it."""
+    reached it. Uncalibrated items carry the shipped prediction interval of their `families` (one, or one per point);
+    calibrated ones none (a list's calibrations differ point by point: the single-op estimate narrows it)."""
     if chosen is None or docs is None:
-        return adapters.item_dicts(est, positions=positions)
+        return adapters.item_dicts(adapters.with_interval(est, families), positions=positions)
     times, _, each = adapters.calibrate_points(chosen, docs, est)
     return adapters.item_dicts(adapters.calibrated(est, times), positions=positions, calibration=each)
 

@@ -161,3 +161,29 @@ def test_an_unfused_chain_stores_every_op_and_cannot_recompute() -> None:
         roofline.chain(sigmoids(A100, n), A100, False, 19.5e12, 0.0, backward="recompute")
     with pytest.raises(ValueError, match="elementwise ops"):
         roofline.chain([roofline.matmul(A100, 64, 64, 64)], A100, True, 19.5e12, 0.0, backward="store")
+
+
+# --- the two combination norms, set per profile (leave-one-device-out re-derivation) -------------------------------
+
+
+def test_overlap_norm_on_the_profile_replaces_the_shipped_one() -> None:
+    """A kernel of 3 µs math and 4 µs memory, no fixed cost: ‖(3, 4)‖₂ = 5 µs with overlap_norm 2; the shipped
+    p = 3 gives (27 + 64)^(1/3) = 4.498 µs; None keeps the shipped one."""
+    assert roofline.kernel_time(3e-6, 4e-6, 0.0, overlap_norm=2.0) == pytest.approx(5e-6, rel=1e-12)
+    assert roofline.kernel_time(3e-6, 4e-6, 0.0) == pytest.approx(91.0 ** (1 / 3) * 1e-6, rel=1e-12)
+    kernel = roofline.elementwise(A100_NO_LAUNCH, np.asarray(1e8), inputs=1, outputs=1)[0]
+    shipped = roofline.single([kernel], A100_NO_LAUNCH, VECTOR_PEAK, 0.0)
+    same = roofline.single([kernel], replace(A100_NO_LAUNCH, overlap_norm=None), VECTOR_PEAK, 0.0)
+    assert float(same.time_s) == float(shipped.time_s)
+
+
+def test_memory_queueing_norm_on_the_profile_replaces_the_shipped_one() -> None:
+    """A streaming kernel held by two limits: with the norm 1 its memory time is the sum of bytes over each rate
+    (Lazowska et al.'s balanced-job bound), computed here by hand from the profile's figures."""
+    hw = replace(A100_NO_LAUNCH, memory_queueing_norm=1.0)
+    elements = 1e8
+    kernel = roofline.elementwise(hw, np.asarray(elements), inputs=1, outputs=1, access="scalar")[0]
+    moved = 2.0 * 2.0 * elements  # bf16 in and out
+    bw = hw.memory_bytes_per_s * hw.eff_memory
+    in_flight = hw.units * (hw.threads_per_unit or 0) * 2.0 / (hw.memory_latency_s or 0.0)  # one bf16 per thread
+    assert float(kernel.memory_s(hw, moved)) == pytest.approx(moved / bw + moved / in_flight, rel=1e-12)

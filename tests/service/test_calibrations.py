@@ -207,3 +207,25 @@ def test_collectives_calibrate_per_collective(client: TestClient, keys: dict[str
     (group,) = cal["groups"]
     assert (group["family"], group["dtype"], cal["op_families"]) == ("collective.all_reduce", "fp16", ["collective"])
     assert group["utilisation"][0] == pytest.approx(1.5, rel=1e-6) and group["after"]["p90_ape"] < 1e-6
+
+
+def test_a_calibration_narrows_the_interval_to_its_own_spread(client: TestClient, keys: dict[str, str]) -> None:
+    """The planted times are exactly 4 µs + 1.25 · work, which the fit recovers: measured / fitted is 1 at every
+    training point, so a calibrated estimate's interval closes on its time. Where the physical model stands (far
+    outside the measured sizes) the shipped interval stays."""
+    upload_planted(client, keys["upload"])
+    calibrate(client, keys["admin"], op_families=["elementwise"])
+
+    def estimate(elements: int, calibration: str) -> Any:
+        body = {"hardware": "a100-sxm-80gb", "op": elementwise(elements), "options": {"calibration": calibration}}
+        response = client.post("/v1/estimate/op", json=body)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    raw, got = estimate(3_000_000, "none"), estimate(3_000_000, "latest")
+    assert raw["time_s_p90"] / raw["time_s_p10"] > 1.05  # the shipped band of elementwise ops
+    assert got["time_s_p10"] == pytest.approx(got["time_s"], rel=1e-5)
+    assert got["time_s_p90"] == pytest.approx(got["time_s"], rel=1e-5)
+    assert got["assumptions"]["interval"]["source"].startswith("the applied calibration")
+    far_raw, far = estimate(1 << 40, "none"), estimate(1 << 40, "latest")
+    assert (far["time_s_p10"], far["time_s_p90"]) == (far_raw["time_s_p10"], far_raw["time_s_p90"])

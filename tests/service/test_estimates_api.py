@@ -536,3 +536,43 @@ def test_a_sliding_window_needs_a_causal_mask_and_shortens_a_decode_step(client:
         for op in ({**local, "causal": True}, {**attention, "kv_len": 128})
     ]
     assert times[0] == times[1]
+
+
+# --- prediction intervals ------------------------------------------------------------------------------------------
+
+INTERVALS = json.loads((HARDWARE_DIR.parents[1] / "adapters" / "intervals.json").read_text())["bands"]
+
+
+def _expected_interval(item: dict[str, Any], family: str) -> tuple[float, float]:
+    """time_s × the shipped table's p10 and p90 ratios for the op's family and regime (work = time − fixed cost under
+    10 µs: small; else the larger of math and memory time), the interval widened to hold time_s."""
+    work = item["time_s"] - item["overhead_s"]
+    regime = "small" if work < 10e-6 else ("compute" if item["compute_time_s"] >= item["memory_time_s"] else "memory")
+    band = INTERVALS[f"{family}/{regime}"]
+    return item["time_s"] * min(band["low"], 1.0), item["time_s"] * max(band["high"], 1.0)
+
+
+@pytest.mark.parametrize(
+    ("body", "family"),
+    [
+        ({"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}, "matmul"),  # compute-bound
+        ({"kind": "matmul", "m": 16, "n": 8192, "k": 8192, "dtype": "bf16"}, "matmul"),  # a GEMV: memory-bound
+        ({"kind": "rmsnorm", "rows": 8192, "cols": 8192}, "rmsnorm"),
+        (
+            {"kind": "attention", "batch": 8, "heads": 32, "kv_heads": 8, "head_dim": 128, "q_len": 1, "kv_len": 8192},
+            "attention-decode",
+        ),
+        ({"kind": "reduction", "rows": 8192, "cols": 8192}, "*"),  # no rows of its own: its regime's pooled band
+    ],
+)
+def test_an_estimate_carries_the_shipped_interval(client: TestClient, body: dict[str, Any], family: str) -> None:
+    got = op(client, {"hardware": A100, "op": body})
+    low, high = _expected_interval(got, family)
+    assert got["time_s_p10"] == pytest.approx(low, rel=1e-12)
+    assert got["time_s_p90"] == pytest.approx(high, rel=1e-12)
+    assert got["time_s_p10"] <= got["time_s"] <= got["time_s_p90"]
+    assert got["time_s_p90"] > got["time_s_p10"]
+    assert "time_s_p10" not in got["details"]
+    # The same op in a list, and as a point of a sweep, carries the same interval.
+    listed = ops(client, {"hardware": A100, "ops": [body]})["items"][0]
+    assert (listed["time_s_p10"], listed["time_s_p90"]) == (got["time_s_p10"], got["time_s_p90"])

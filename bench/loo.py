@@ -1,0 +1,256 @@
+"""Leave one device out: every constant the op validation chose from measured data, re-derived without a device.
+
+    .venv/bin/python -m bench.validate --leave-one-device-out
+
+The constants and where each came from: docs/decisions/0027-leave-one-device-out.md. Each one chosen from measured
+rows is a rule here, a function of the rows of a set of devices (`Facts`, `derive`, `choose_norms`); the run holds out
+each device with data in turn, derives every constant from the others' rows, and predicts the held-out device's rows
+with them. `bench.validate` supplies the evaluation (its scopes and profiles); this module only decides the numbers.
+
+Data used beyond the devices the validation reports: vidur's A40 tables (validation/vidur/compute/a40), whose shortest
+kernels and scalar RMS-norm bandwidth give the vidur fixed cost and the loaded memory latency without the A100. The
+A40 has no catalogue profile, so it is never reported; its SM count and threads per SM are below, with sources.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+import roofline
+from hardware_db import load_hardware
+from service.benchmarks.datasets import Group, tables, vidur_table
+
+A40 = "a40"
+# NVIDIA A40 datasheet (GA102: 10 752 CUDA cores = 84 SMs × 128); CUDA C++ Programming Guide, compute capability 8.6:
+# 1 536 resident threads per SM.
+A40_UNITS = 84
+A40_THREADS_PER_UNIT = 1536
+SCALAR_LOAD_BYTES = 2.0  # vLLM/Sarathi's rms_norm loads one fp16 element per thread per trip (bench.validate's vidur)
+LATENCY_MIN_TOKENS = 1024  # rows of at least this many tokens: the kernel streams, its fixed cost is negligible
+SHORTEST_TOKENS = 2  # vidur's residual add of one or two tokens: no measurable work
+
+# The candidates each norm is chosen among (docs/decisions/0001 tried the queueing norm at 1, 1.5, 2 and 3).
+OVERLAP_NORMS = (2.0, 3.0, 4.0, 6.0)
+QUEUEING_NORMS = (1.0, 1.5, 2.0, 3.0)
+# The families each norm is judged on: the overlap of math and memory where both matter (GEMMs near the ridge,
+# docs/decisions/0027); the queueing of streaming loads on the families that run streaming kernels.
+OVERLAP_FAMILIES = ("gemm",)
+QUEUEING_EXCLUDED = ("gemm", "attention-generation")
+
+
+class Scored(Protocol):
+    """What an evaluation returns per (source, family, device): measured and predicted seconds per row."""
+
+    source: str
+    family: str
+    device: str
+    measured_s: np.ndarray
+    predicted_s: np.ndarray
+
+
+@dataclass(frozen=True)
+class Constants:
+    """Every constant of the op validation that was chosen from measured rows. None: no rule can derive it from the
+    devices given (LLMCompass's fixed costs without the A100): the evaluation falls back to the profile's own."""
+
+    kernel_floor_s: float  # aiconfigurator: per-kernel fixed cost of a CUDA-graph replay
+    context_plateau_s: float  # aiconfigurator: the shortest TensorRT-LLM context-attention call
+    generation_plateau_s: float  # aiconfigurator: the shortest generation-attention call
+    vidur_launch_s: float  # vidur: per-kernel fixed cost of a torch-profiler kernel sum
+    llmcompass_call_s: float | None  # LLMCompass: softmax's plateau, the eager call's fixed cost
+    llmcompass_layernorm_floor_s: float | None  # LLMCompass: the layer norm series' plateau
+    llmcompass_gelu_call_s: float | None  # LLMCompass: the GELU series' plateau
+    memory_latency_s: float  # every NVIDIA profile's loaded device-memory latency
+    overlap_norm: float = 3.0  # roofline.kernel_time
+    memory_queueing_norm: float = 2.0  # roofline's streaming kernels
+    sources: dict[str, str] = field(default_factory=dict, compare=False)  # constant -> the devices it came from
+
+    def adjust(self, hw: roofline.Hardware) -> roofline.Hardware:
+        """A core profile with this set's latency and norms (a profile with no latency keeps none: TPU, CPU)."""
+        latency = None if hw.memory_latency_s is None else self.memory_latency_s
+        return replace(
+            hw, memory_latency_s=latency, overlap_norm=self.overlap_norm, memory_queueing_norm=self.memory_queueing_norm
+        )
+
+
+# The constants shipped in bench/validate.py and the catalogue, for the report's first column.
+SHIPPED = Constants(
+    kernel_floor_s=2.5e-6,
+    context_plateau_s=13.3e-6,
+    generation_plateau_s=10.4e-6,
+    vidur_launch_s=2e-6,
+    llmcompass_call_s=13.1e-6,
+    llmcompass_layernorm_floor_s=52e-6,
+    llmcompass_gelu_call_s=47e-6,
+    memory_latency_s=650e-9,
+)
+
+
+@dataclass
+class Facts:
+    """What each rule reads, per device: a number taken from that device's own rows (one per source table)."""
+
+    gemm_min_s: dict[str, float] = field(default_factory=dict)
+    context_min_s: dict[str, float] = field(default_factory=dict)
+    generation_min_s: dict[str, float] = field(default_factory=dict)
+    vidur_shortest_s: dict[str, float] = field(default_factory=dict)
+    latency_s: dict[str, float] = field(default_factory=dict)
+    llmcompass_min_s: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> series -> seconds
+
+
+def _tokens(labels: Sequence[str]) -> np.ndarray:
+    return np.array([float(re.search(r"T=(\d+)", label).group(1)) for label in labels])  # type: ignore[union-attr]
+
+
+def facts(groups: Iterable[Group]) -> Facts:
+    """The per-device numbers the rules read:
+    - aiconfigurator: the shortest bf16 GEMM, context- and generation-attention call of the device's tables;
+    - vidur: the median residual add of at most `SHORTEST_TOKENS` tokens (no measurable work: the kernel's floor);
+      the loaded memory latency at which one `SCALAR_LOAD_BYTES` load per resident thread in flight (Little's law)
+      gives the median bandwidth of the scalar RMS norm over rows of at least `LATENCY_MIN_TOKENS` tokens;
+    - LLMCompass: the shortest call of its softmax, layer norm and GELU series (their plateaus).
+    """
+    out = Facts()
+    threads = {h.slug: h.compute.units * (h.compute.threads_per_unit or 0) for h in load_hardware()}
+    threads[A40] = A40_UNITS * A40_THREADS_PER_UNIT
+    shortest: dict[str, list[np.ndarray]] = {}
+    bandwidth: dict[str, list[np.ndarray]] = {}
+    shortest_call = {
+        "gemm": out.gemm_min_s,
+        "attention-context": out.context_min_s,
+        "attention-generation": out.generation_min_s,
+    }
+    for g in groups:
+        d, low = g.device, float(np.min(g.measured_s))
+        if g.source == "aiconfigurator" and g.family in shortest_call:
+            if getattr(g.parts[0].op, "dtype", None) == "bf16":  # the shipped constants were read off bf16 rows
+                slot = shortest_call[g.family]
+                slot[d] = min(slot.get(d, np.inf), low)
+        elif g.source == "vidur" and g.family == "elementwise":
+            shortest.setdefault(d, []).append(g.measured_s[_tokens(g.labels) <= SHORTEST_TOKENS])
+        elif g.source == "vidur" and g.family == "rmsnorm":
+            rows, cols = g.parts[0].overrides["rows"], g.parts[0].overrides["cols"]
+            big = rows >= LATENCY_MIN_TOKENS
+            bandwidth.setdefault(d, []).append((2.0 * 2.0 * rows * cols / g.measured_s)[big])  # fp16 in and out
+        elif g.source == "llmcompass" and g.family != "gemm":
+            series = out.llmcompass_min_s.setdefault(d, {})
+            series[g.scope] = min(series.get(g.scope, np.inf), low)
+    for d, parts in shortest.items():
+        out.vidur_shortest_s[d] = float(np.median(np.concatenate(parts)))
+    for d, parts in bandwidth.items():
+        out.latency_s[d] = threads[d] * SCALAR_LOAD_BYTES / float(np.median(np.concatenate(parts)))
+    return out
+
+
+def a40_groups(root: Path) -> list[Group]:
+    """vidur's A40 tables, for the rules only (no A40 profile: they are never predicted)."""
+    found = [g for path in tables(root / "vidur" / "compute" / "a40", "*/*/mlp.csv") for g in vidur_table(path)]
+    for g in found:
+        g.device = A40
+    return found
+
+
+def _pick(values: dict[str, float], devices: set[str], name: str, sources: dict[str, str]) -> float | None:
+    """The median over `devices` of a per-device number (None if none of them has it), noting which devices."""
+    have = sorted(d for d in values if d in devices)
+    if not have:
+        sources[name] = "none"
+        return None
+    sources[name] = ", ".join(have)
+    return float(statistics.median(values[d] for d in have))
+
+
+def derive(f: Facts, devices: set[str]) -> Constants:
+    """The closed-form constants from the rows of `devices` alone: each the median over those devices of the
+    per-device number `facts` reads. The norms stay at their shipped values (`choose_norms` chooses them)."""
+    src: dict[str, str] = {}
+
+    def need(value: float | None, name: str) -> float:
+        if value is None:
+            raise ValueError(f"no device among {sorted(devices)} has the rows {name} is derived from")
+        return value
+
+    llm = {series: {d: v[series] for d, v in f.llmcompass_min_s.items() if series in v} for series in _LLM_SERIES}
+    return Constants(
+        kernel_floor_s=need(_pick(f.gemm_min_s, devices, "kernel_floor_s", src), "kernel_floor_s"),
+        context_plateau_s=need(_pick(f.context_min_s, devices, "context_plateau_s", src), "context_plateau_s"),
+        generation_plateau_s=need(
+            _pick(f.generation_min_s, devices, "generation_plateau_s", src), "generation_plateau_s"
+        ),
+        vidur_launch_s=need(_pick(f.vidur_shortest_s, devices, "vidur_launch_s", src), "vidur_launch_s"),
+        llmcompass_call_s=_pick(llm["llmcompass"], devices, "llmcompass_call_s", src),
+        llmcompass_layernorm_floor_s=_pick(llm["llmcompass-layernorm"], devices, "llmcompass_layernorm_floor_s", src),
+        llmcompass_gelu_call_s=_pick(llm["llmcompass-gelu"], devices, "llmcompass_gelu_call_s", src),
+        memory_latency_s=need(_pick(f.latency_s, devices, "memory_latency_s", src), "memory_latency_s"),
+        sources=src,
+    )
+
+
+_LLM_SERIES = ("llmcompass", "llmcompass-layernorm", "llmcompass-gelu")
+
+Evaluate = Callable[[Sequence[Group], Constants], Sequence[Scored]]
+
+
+def _score(results: Sequence[Scored], keep: Callable[[str], bool]) -> float:
+    """The mean over (source, family, device) cells of their median absolute error, over the families `keep`s."""
+    medians = [float(np.median(np.abs(r.predicted_s / r.measured_s - 1.0))) for r in results if keep(r.family)]
+    return float(np.mean(medians)) if medians else np.nan
+
+
+def choose_norms(groups: Sequence[Group], base: Constants, evaluate: Evaluate) -> Constants:
+    """The two norms chosen on `groups` (the training devices' rows), one after the other: the overlap norm among
+    `OVERLAP_NORMS` with the least `_score` over `OVERLAP_FAMILIES`, then the queueing norm among `QUEUEING_NORMS`
+    on every family but `QUEUEING_EXCLUDED`; the first of equals; a norm with no family to judge it keeps its
+    shipped value."""
+    chosen = base
+    for name, candidates, keep in (
+        ("overlap_norm", OVERLAP_NORMS, lambda family: family in OVERLAP_FAMILIES),
+        ("memory_queueing_norm", QUEUEING_NORMS, lambda family: family not in QUEUEING_EXCLUDED),
+    ):
+        scores = [_score(evaluate(groups, replace(chosen, **{name: p})), keep) for p in candidates]
+        if all(np.isnan(scores)):
+            chosen.sources[name] = "none (shipped value)"
+            continue
+        best = candidates[int(np.nanargmin(scores))]
+        chosen = replace(chosen, **{name: best})
+        chosen.sources[name] = "chosen on " + ", ".join(sorted({g.device for g in groups}))
+    return chosen
+
+
+@dataclass
+class Fold:
+    """One held-out device: the constants derived without it, and its rows predicted with them."""
+
+    device: str
+    constants: Constants
+    results: list[Scored]
+
+
+def leave_one_device_out(
+    groups: Sequence[Group], extra: Sequence[Group], evaluate: Evaluate, devices: Sequence[str] | None = None
+) -> list[Fold]:
+    """Each device of `groups` (or of `devices`) held out in turn: the constants derived from every other device's
+    rows (`groups` and `extra`, data-only devices such as vidur's A40), the norms chosen on the other devices'
+    `groups`, and the held-out device's groups predicted with them."""
+    f = facts([*groups, *extra])
+    everyone = {g.device for g in [*groups, *extra]}
+    folds = []
+    for device in devices or sorted({g.device for g in groups}):
+        train = [g for g in groups if g.device != device]
+        constants = choose_norms(train, derive(f, everyone - {device}), evaluate)
+        held = [g for g in groups if g.device == device]
+        folds.append(Fold(device, constants, list(evaluate(held, constants))))
+    return folds
+
+
+def in_sample(groups: Sequence[Group], extra: Sequence[Group], evaluate: Evaluate) -> Constants:
+    """The rules applied to every device's rows: what they choose with nothing held out (to compare with `SHIPPED`)."""
+    f = facts([*groups, *extra])
+    return choose_norms(groups, derive(f, {g.device for g in [*groups, *extra]}), evaluate)

@@ -1,0 +1,139 @@
+"""Prediction intervals: how far measured times fall from the model's, per op family and regime, as a band of ratios.
+
+A band is the 10th and 90th percentiles of measured / predicted time over the leave-one-device-out residuals of
+the validation (`python -m bench.intervals` writes the table; docs/model/intervals.md): a new estimate t gets
+[t · q10, t · q90], widened to contain t itself (p10 ≤ t ≤ p90 always: the model's own figure is never outside its
+interval). Residuals are weighted so that every measured device counts the same, whatever its number of rows.
+
+The regime of an estimate is what dominates it: `small` when its work (time less fixed costs) is under
+`SMALL_WORK_S` (the fixed costs of every timing scope, 1-13 µs, are then comparable to the work, and the residuals
+are those of the fixed costs), else `compute` or `memory`, whichever of the two times is larger.
+
+This module is pure: the table is data the caller loads and passes in (`IntervalTable.from_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "ANY",
+    "MIN_ROWS",
+    "QUANTILES",
+    "REGIMES",
+    "SMALL_WORK_S",
+    "Band",
+    "IntervalTable",
+    "band_of",
+    "regime",
+    "weighted_quantiles",
+]
+
+Array = NDArray[np.float64]
+
+QUANTILES = (0.1, 0.9)
+REGIMES = ("small", "compute", "memory")
+SMALL_WORK_S = 10e-6
+MIN_ROWS = 50  # a (family, regime) cell with fewer rows falls back to its family's pooled band, then the regime's
+ANY = "*"
+
+
+def regime(time_s: Any, overhead_s: Any, compute_s: Any, memory_s: Any) -> Any:
+    """`small`, `compute` or `memory` for one estimate (floats: a str) or many (arrays: an array of str)."""
+    if all(isinstance(x, float) for x in (time_s, overhead_s, compute_s, memory_s)):  # one point stays in floats
+        if time_s - overhead_s < SMALL_WORK_S:
+            return "small"
+        return "compute" if compute_s >= memory_s else "memory"
+    work = np.asarray(time_s, dtype=np.float64) - np.asarray(overhead_s, dtype=np.float64)
+    out = np.where(
+        work < SMALL_WORK_S,
+        "small",
+        np.where(np.asarray(compute_s) >= np.asarray(memory_s), "compute", "memory"),
+    )
+    return str(out) if out.ndim == 0 else out
+
+
+def weighted_quantiles(values: Sequence[float] | Array, weights: Sequence[float] | Array, qs: Sequence[float]) -> Array:
+    """Quantiles of weighted values: sorted, each value at the midpoint of its weight's share of the cumulative
+    weight, linear between them, the extremes beyond (with equal weights: the plotting positions (i − ½)/n of Hazen,
+    numpy's `percentile(..., method="hazen")`)."""
+    v = np.asarray(values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if v.size == 0 or v.shape != w.shape or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError("quantiles need values and as many non-negative weights, not all zero")
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    positions = (np.cumsum(w) - w / 2.0) / w.sum()
+    out: Array = np.interp(np.asarray(qs, dtype=np.float64), positions, v)
+    return out
+
+
+@dataclass(frozen=True)
+class Band:
+    """The ratios measured / predicted at `QUANTILES` over `rows` residuals (`devices` measured devices)."""
+
+    low: float
+    high: float
+    rows: int
+    devices: int = 1
+
+    @classmethod
+    def of(
+        cls, ratios: Sequence[float] | Array, weights: Sequence[float] | Array | None = None, devices: int = 1
+    ) -> Band:
+        r = np.asarray(ratios, dtype=np.float64)
+        w = np.ones_like(r) if weights is None else np.asarray(weights, dtype=np.float64)
+        low, high = weighted_quantiles(r, w, QUANTILES)
+        return cls(float(low), float(high), int(r.size), devices)
+
+    def bounds(self, time_s: Any) -> tuple[Any, Any]:
+        """p10 and p90 seconds around `time_s`, widened to contain it."""
+        return time_s * min(self.low, 1.0), time_s * max(self.high, 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"low": round(self.low, 6), "high": round(self.high, 6), "rows": self.rows, "devices": self.devices}
+
+
+def band_of(ratios: Array, devices: Sequence[str] | NDArray[np.str_]) -> Band:
+    """The band of residual ratios from several devices, each device weighing the same (its rows share its weight)."""
+    d = np.asarray(devices)
+    names, index, counts = np.unique(d, return_inverse=True, return_counts=True)
+    return Band.of(ratios, 1.0 / counts[index], devices=len(names))
+
+
+@dataclass(frozen=True)
+class IntervalTable:
+    """Bands by `family/regime`, `family/*` (every regime of a family) and `*/regime` (every family)."""
+
+    bands: Mapping[str, Band]
+    generated_by: str = ""
+
+    def band(self, family: str, regime: str) -> tuple[str, Band]:
+        """The band for an op of `family` in `regime`: its own cell if it has `MIN_ROWS` rows, else its family's, else
+        the regime's over every family, else every residual; with the key it came from."""
+        for key in (f"{family}/{regime}", f"{family}/{ANY}", f"{ANY}/{regime}", f"{ANY}/{ANY}"):
+            found = self.bands.get(key)
+            if found is not None and found.rows >= MIN_ROWS:
+                return key, found
+        raise KeyError(f"no band for {family}/{regime}: the table has no pooled band")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generated_by": self.generated_by,
+            "quantiles": list(QUANTILES),
+            "small_work_s": SMALL_WORK_S,
+            "min_rows": MIN_ROWS,
+            "bands": {key: band.to_json() for key, band in self.bands.items()},
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> IntervalTable:
+        if list(doc["quantiles"]) != list(QUANTILES) or doc["small_work_s"] != SMALL_WORK_S:
+            raise ValueError("interval table made for other quantiles or regimes: regenerate it (bench.intervals)")
+        bands = {key: Band(b["low"], b["high"], b["rows"], b["devices"]) for key, b in doc["bands"].items()}
+        return cls(bands, doc.get("generated_by", ""))

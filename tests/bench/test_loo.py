@@ -1,0 +1,93 @@
+"""Leave one device out (`bench.loo`): each rule that replaces a constant chosen from data, on hand-made facts and on
+the A100's own rows (where the shipped constants were read from: bench/validate.py's SCOPES and the profiles'
+650 ns latency)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pytest
+
+from bench import loo, validate
+from service.benchmarks.datasets import Group
+
+
+def _facts() -> loo.Facts:
+    f = loo.Facts()
+    f.gemm_min_s = {"a": 1e-6, "b": 2e-6, "c": 4e-6}
+    f.context_min_s = {"a": 10e-6, "b": 12e-6, "c": 20e-6}
+    f.generation_min_s = {"a": 7e-6, "b": 9e-6, "c": 11e-6}
+    f.vidur_shortest_s = {"a": 2e-6, "x": 1e-6}
+    f.latency_s = {"a": 600e-9, "x": 700e-9}
+    f.llmcompass_min_s = {"a": {"llmcompass": 13e-6, "llmcompass-layernorm": 52e-6, "llmcompass-gelu": 47e-6}}
+    return f
+
+
+def test_each_constant_is_the_median_over_the_training_devices() -> None:
+    """Without c: GEMM floor median(1, 2) = 1.5 µs, plateaus 11 and 8 µs; vidur and latency over a and x."""
+    c = loo.derive(_facts(), {"a", "b", "x"})
+    assert c.kernel_floor_s == pytest.approx(1.5e-6)
+    assert c.context_plateau_s == pytest.approx(11e-6)
+    assert c.generation_plateau_s == pytest.approx(8e-6)
+    assert c.vidur_launch_s == pytest.approx(1.5e-6)
+    assert c.memory_latency_s == pytest.approx(650e-9)
+    assert c.llmcompass_call_s == pytest.approx(13e-6)
+    assert c.sources["kernel_floor_s"] == "a, b"
+
+
+def test_a_constant_whose_only_device_is_held_out_has_no_value() -> None:
+    """Without a, nothing has LLMCompass rows: no fixed cost (the evaluation falls back to the profile's)."""
+    c = loo.derive(_facts(), {"b", "c", "x"})
+    assert c.llmcompass_call_s is None and c.llmcompass_gelu_call_s is None
+    assert c.sources["llmcompass_call_s"] == "none"
+    assert c.vidur_launch_s == pytest.approx(1e-6) and c.memory_latency_s == pytest.approx(700e-9)
+    scopes = validate.scopes_of(c)
+    assert scopes["llmcompass-gelu"].launch_s == 5e-6  # the A100 profile's kernel_launch_s (seed 004's 5 µs)
+    assert scopes["llmcompass-layernorm"].floor_s == 0.0
+    with pytest.raises(ValueError, match="kernel_floor_s"):
+        loo.derive(_facts(), {"x"})
+
+
+@dataclass
+class _Scored:
+    source: str
+    family: str
+    device: str
+    measured_s: np.ndarray
+    predicted_s: np.ndarray
+
+
+def test_each_norm_is_the_candidate_with_the_least_error_on_the_training_rows() -> None:
+    """A stand-in evaluation whose GEMM error is |overlap − 4| / 10 and streaming error |queueing − 1.5| / 10: the
+    rule picks 4 and 1.5, the first of equals."""
+
+    def evaluate(groups: Sequence[Group], c: loo.Constants) -> list[_Scored]:
+        one = np.ones(3)
+        return [
+            _Scored("s", "gemm", "a", one, one * (1 + abs(c.overlap_norm - 4.0) / 10)),
+            _Scored("s", "rmsnorm", "a", one, one * (1 - abs(c.memory_queueing_norm - 1.5) / 10)),
+            _Scored("s", "attention-generation", "a", one, one * 3.0),
+        ]
+
+    base = loo.derive(_facts(), {"a", "b"})
+    chosen = loo.choose_norms([], base, evaluate)
+    assert (chosen.overlap_norm, chosen.memory_queueing_norm) == (4.0, 1.5)
+
+
+def test_the_rules_on_the_a100_rows_give_the_shipped_constants() -> None:
+    """bench/validate.py's scopes (2.5, 13.3, 10.4, 2, 13.1, 52, 47 µs, rounded there) and the 650 ns latency
+    (rounded from ~0.68 TB/s in the profile's note) from the A100's own rows."""
+    a100 = [g for g in validate.load() if g.device == validate.HARDWARE]
+    c = loo.derive(loo.facts(a100), {validate.HARDWARE})
+    s = loo.SHIPPED
+    for name in ("kernel_floor_s", "context_plateau_s", "generation_plateau_s", "vidur_launch_s"):
+        assert getattr(c, name) == pytest.approx(getattr(s, name), rel=0.01), name
+    for name in ("llmcompass_call_s", "llmcompass_layernorm_floor_s", "llmcompass_gelu_call_s"):
+        assert getattr(c, name) == pytest.approx(getattr(s, name), rel=0.01), name
+    assert c.memory_latency_s == pytest.approx(s.memory_latency_s, rel=0.03)
+
+
+def test_the_shipped_constants_rebuild_the_shipped_scopes() -> None:
+    assert validate.scopes_of(replace(loo.SHIPPED)) == validate.SCOPES

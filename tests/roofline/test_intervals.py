@@ -1,0 +1,59 @@
+"""Prediction intervals (`roofline.intervals`): the quantile arithmetic on tiny residual sets worked by hand, the
+interval always holding the estimate, the regimes and the fallback from a thin cell to its pooled bands."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roofline.intervals import MIN_ROWS, Band, IntervalTable, band_of, regime, weighted_quantiles
+
+
+def test_equal_weights_put_each_value_at_the_middle_of_its_share() -> None:
+    """Five values sit at (i − ½)/5 = 0.1, 0.3, 0.5, 0.7, 0.9: the 10th and 90th percentiles are the first and last;
+    four values [0.5, 1, 2, 4] sit at 0.125, 0.375, …: the 25th percentile is halfway from 0.5 to 1 = 0.75."""
+    assert weighted_quantiles([1.1, 0.8, 1.5, 1.0, 0.9], [1] * 5, [0.1, 0.5, 0.9]).tolist() == [0.8, 1.0, 1.5]
+    assert weighted_quantiles([0.5, 1.0, 2.0, 4.0], [1] * 4, [0.25, 0.05, 0.95]).tolist() == [0.75, 0.5, 4.0]
+    values = np.array([0.3, 2.0, 0.9, 1.7, 1.2, 0.4, 1.1])
+    expected = np.percentile(values, [10, 90], method="hazen")  # the same convention, named
+    assert weighted_quantiles(values, np.ones(7), [0.1, 0.9]) == pytest.approx(expected, rel=1e-12)
+
+
+def test_every_device_weighs_the_same() -> None:
+    """Device a's rows 1.0 and 1.2 weigh ¼ each, device b's 2.0 weighs ½: cumulative 0.25, 0.5, 1.0, midpoints
+    0.125, 0.375, 0.75. The median is 1.2 + (0.5 − 0.375) / (0.75 − 0.375) · (2.0 − 1.2) = 1.4667; p10 is 1.0 and
+    p90 2.0 (beyond the first and last midpoints)."""
+    band = band_of(np.array([1.0, 2.0, 1.2]), np.array(["a", "b", "a"]))
+    assert (band.low, band.high, band.rows, band.devices) == (1.0, 2.0, 3, 2)
+    assert weighted_quantiles([1.0, 2.0, 1.2], [0.25, 0.5, 0.25], [0.5])[0] == pytest.approx(1.2 + 0.8 / 3)
+
+
+def test_the_interval_always_holds_the_estimate() -> None:
+    """A model that is always too fast (measured 1.1-1.5 × predicted) gives [t, 1.5 t], not [1.1 t, 1.5 t]; one
+    always too slow [0.5 t, t]."""
+    assert Band(1.1, 1.5, 100).bounds(2.0) == (2.0, 3.0)
+    assert Band(0.5, 0.9, 100).bounds(2.0) == (1.0, 2.0)
+    assert Band(0.8, 1.25, 100).bounds(4.0) == (3.2, 5.0)
+
+
+def test_regime_is_small_work_else_the_larger_of_math_and_memory() -> None:
+    assert regime(12e-6, 5e-6, 6e-6, 1e-6) == "small"  # 7 µs of work, under 10 µs
+    assert regime(30e-6, 5e-6, 25e-6, 10e-6) == "compute"
+    assert regime(30e-6, 5e-6, 10e-6, 25e-6) == "memory"
+    got = regime(np.array([12e-6, 30e-6]), 5e-6, np.array([6e-6, 1e-6]), np.array([1e-6, 25e-6]))
+    assert got.tolist() == ["small", "memory"]
+
+
+def test_a_thin_cell_falls_back_to_its_family_then_its_regime() -> None:
+    table = IntervalTable({
+        "matmul/small": Band(0.5, 2.0, MIN_ROWS - 1),
+        "matmul/*": Band(0.8, 1.2, MIN_ROWS),
+        "matmul/compute": Band(0.9, 1.1, MIN_ROWS),
+        "*/memory": Band(0.7, 1.3, 1000),
+        "*/*": Band(0.6, 1.4, 5000),
+    })  # fmt: skip
+    assert table.band("matmul", "compute") == ("matmul/compute", Band(0.9, 1.1, MIN_ROWS))
+    assert table.band("matmul", "small")[0] == "matmul/*"
+    assert table.band("reduction", "memory")[0] == "*/memory"
+    assert table.band("reduction", "small")[0] == "*/*"
+    assert IntervalTable.from_json(table.to_json()) == table
