@@ -330,8 +330,10 @@ def test_the_ceilings_give_this_host_a_profile_that_later_runs_are_predicted_fro
         generic = httpx.post(f"{server.url}/v1/estimate/ops", json=on_generic).json()["items"]
         before = [abs(g["time_s"] - r["median_s"]) / r["median_s"] for g, r in zip(generic, matmuls, strict=True)]
         print(f"matmul suite, median |error|: cpu-generic {statistics.median(before):.1%}, {slug} "
-              f"{statistics.median(errors):.1%} ({len(errors)} results)")  # fmt: skip
-        assert statistics.median(errors) <= 0.25  # issue 21's target for this loop
+              f"{statistics.median(errors):.1%} ({len(errors)} results; {profile['notes'][0]})")  # fmt: skip
+        detail = ", ".join(f"{r['op']['m']}×{r['op']['n']}×{r['op']['k']} {(r['predicted_s'] / r['median_s'] - 1):+.0%}"
+                           for r in matmuls)  # fmt: skip
+        assert statistics.median(errors) <= 0.25, detail  # issue 21's target for this loop
 
         again = run("ceilings")  # the same host measured again replaces its profile
         assert f"host profile {slug} updated" in again.stderr, again.stderr
