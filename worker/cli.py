@@ -17,12 +17,17 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from schemas.benchmarks import MAX_RESULTS
-from worker.client import RetryPolicy, RidgelineClient, ServiceUnavailable, UploadError
+from worker.client import Rejected, Resolution, RetryPolicy, RidgelineClient, ServiceUnavailable, UploadError
+
+if TYPE_CHECKING:
+    from worker.device import Device
+    from worker.hostprofile import HostFacts
+    from worker.results import Measurement
 
 EX_TEMPFAIL = 75
 DEFAULT_CPU_DEVICES = 8
@@ -55,8 +60,17 @@ def _print(stream: TextIO, message: str) -> None:
     stream.flush()
 
 
-def _resolve(client: RidgelineClient, description: str, platform: str) -> Any:
-    """The service's profile for the device; a host CPU it does not know falls back to the generic CPU profile."""
+def _resolve(client: RidgelineClient, description: str, platform: str) -> Resolution | None:
+    """The service's profile for the device. A host CPU: this host's measured profile if the ceilings suite made one
+    (worker.hostprofile), else the profile its description maps to, else the generic CPU profile."""
+    if platform == "cpu":
+        from worker.device import host_name
+        from worker.hostprofile import host_slug
+
+        slug = host_slug(host_name())
+        measured = client.hardware(slug)
+        if measured is not None:
+            return Resolution(device=description, slug=slug, name=str(measured.get("name", slug)), rule="measured host")
     found = client.resolve(description)
     if found is None and platform == "cpu":
         found = client.resolve("cpu")
@@ -123,6 +137,68 @@ def _describe(stats: Any) -> str:
     return f"median {ms[0]:.4g} ms (p10 {ms[1]:.4g}, p90 {ms[2]:.4g}, n={stats.repeats})"
 
 
+def _host_facts(device: Device, software: dict[str, str]) -> HostFacts:
+    import datetime
+
+    from worker.device import cpu_l1d_bytes, cpu_vector_bytes, host_name
+    from worker.hostprofile import HostFacts
+
+    if device.memory_bytes is None:
+        raise ValueError("the host's memory size is unknown (sysconf _SC_PHYS_PAGES)")
+    return HostFacts(
+        hostname=host_name(),
+        description=device.description,
+        vendor=device.vendor,
+        cores=device.compute_units or 1,
+        memory_bytes=device.memory_bytes,
+        llc_bytes=device.cache_bytes,
+        l1d_bytes=cpu_l1d_bytes(),
+        vector_bytes=cpu_vector_bytes(),
+        date=datetime.datetime.now(datetime.UTC).date().isoformat(),
+        software=", ".join(f"{k} {software[k]}" for k in ("jax", "jaxlib") if k in software),
+    )
+
+
+def _publish_host_profile(client: RidgelineClient | None, device: Device, software: dict[str, str],
+                          measured: list[Measurement], say: Callable[[str], None]) -> bool:  # fmt: skip
+    """Build this host's profile from the ceilings and put it on the service; False when that failed for good
+    (the service refused it, or the measurements cannot be explained), True otherwise."""
+    from worker.hostprofile import Ceilings, build_profile, publish
+
+    ceilings = Ceilings.of(measured)
+    if ceilings is None:
+        say("host profile: the ceilings are incomplete (a case failed or was skipped); not built")
+        return False
+    try:
+        doc = build_profile(ceilings, _host_facts(device, software))
+    except ValueError as error:
+        say(f"host profile: not built: {error}")
+        return False
+    # A quiet host times a ceiling within a few % from call to call; a spread of 2× means other work took the cores.
+    busy = [m.name for m in measured if m.stats.p90_s > 2 * m.stats.p10_s]
+    if busy:
+        say(f"host profile: warning: {', '.join(busy)} varied more than 2× between calls (p10 to p90): the host was "
+            "busy, and predictions from this profile will carry that; measure again when it is quiet")  # fmt: skip
+    compute = doc["compute"]
+    peaks = ", ".join(f"{d} {v / 1e9:.4g} GFLOP/s" for d, v in compute["matrix_flops_per_s"].items())
+    summary = (f"{compute['units']} cores, {peaks}, {doc['memory']['device']['bandwidth_bytes_per_s'] / 1e9:.4g} GB/s, "
+               f"{doc['overheads']['kernel_launch_s'] * 1e6:.4g} µs per call")  # fmt: skip
+    if client is None:
+        say(f"host profile {doc['slug']} ({summary}): not published (no service); run the ceilings suite again")
+        return True
+    try:
+        what = publish(client, doc)
+    except ServiceUnavailable as error:
+        say(f"host profile {doc['slug']}: not published, the service is unreachable ({error}); run the "
+               "ceilings suite again later")  # fmt: skip
+        return True
+    except Rejected as error:
+        say(f"host profile {doc['slug']}: refused: {error}")
+        return False
+    say(f"host profile {doc['slug']} {what} ({summary}); later runs on this host are predicted from it")
+    return True
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     err = sys.stderr
     from worker.device import detect, host_name, software_versions
@@ -182,9 +258,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     default_cache = (32 << 20) if device.platform == "cpu" else (64 << 20)
     rotate = args.rotate_mb << 20 if args.rotate_mb else 2 * (device.cache_bytes or default_cache)
     policy = TimingPolicy.quick(rotate) if size == "quick" else TimingPolicy(rotate_bytes=rotate)
-    ctx = Context(target, policy, seed=args.seed)
+    ctx = Context(target, policy, seed=args.seed, ceiling_policy=policy.for_ceilings())
     spool = Spool(args.spool_dir)
-    info = RunInfo(hardware=hardware, host=host_name(), software=software_versions(device))
+    software = software_versions(device)
+    info = RunInfo(hardware=hardware, host=host_name(), software=software)
     uploader = Uploader(spool, info, client, batch_size=args.batch_size)
     results_file = open(args.results_out, "a", encoding="utf-8") if args.results_out else None  # noqa: SIM115
 
@@ -193,6 +270,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = Progress(len(cases), err)
     measured = skipped = failed = 0
     suite_s: dict[str, float] = {}
+    ceiling_cases = [case for case in cases if case.notes.get("ceiling")] if device.platform == "cpu" else []
+    ceilings: list[Measurement] = []
     try:
         for case in cases:
             started = time.monotonic()
@@ -200,25 +279,34 @@ def cmd_run(args: argparse.Namespace) -> int:
                 stats = case.run(ctx)
                 measurement = Measurement(case.suite, case.name, case.op, stats, case.timing_scope, case.notes)
             except SkipCase as why:
-                suite_s[case.suite] = suite_s.get(case.suite, 0.0) + time.monotonic() - started
                 skipped += 1
                 progress.note(f"skipped {case.suite}: {case.name}: {why}")
                 progress.step(f"{case.suite}: {case.name}", "skipped")
-                continue
             except Exception as error:  # one broken case must not lose the others
-                suite_s[case.suite] = suite_s.get(case.suite, 0.0) + time.monotonic() - started
                 failed += 1
                 progress.note(f"FAILED {case.suite}: {case.name}: {type(error).__name__}: {error}")
                 progress.step(f"{case.suite}: {case.name}", "failed")
-                continue
+            else:
+                measured += 1
+                record = measurement.record()
+                if case.upload:
+                    uploader.add(measurement)
+                else:
+                    record["uploaded"] = False
+                    progress.note(f"{case.suite}: {case.name}: kept for the host profile, not sent ({hardware} "
+                                  "has no peak to predict it with)")  # fmt: skip
+                if results_file is not None:
+                    results_file.write(json.dumps(record, sort_keys=True) + "\n")
+                    results_file.flush()
+                if case.notes.get("ceiling"):
+                    ceilings.append(measurement)
+                progress.step(f"{case.suite}: {case.name}", _describe(stats))
             suite_s[case.suite] = suite_s.get(case.suite, 0.0) + time.monotonic() - started
-            measured += 1
-            if results_file is not None:
-                results_file.write(json.dumps(measurement.record(), sort_keys=True) + "\n")
-                results_file.flush()
-            uploader.add(measurement)
-            detail = _describe(stats)
-            progress.step(f"{case.suite}: {case.name}", detail)
+            # On a CPU the ceilings make this host's profile as soon as their last case has run (worker.hostprofile).
+            if ceiling_cases and case is ceiling_cases[-1]:
+                online = client if not (uploader.report.offline or uploader.report.auth_failed) else None
+                if not _publish_host_profile(online, device, software, ceilings, progress.note):
+                    failed += 1
         report = uploader.close()
     finally:
         progress.close()

@@ -229,6 +229,24 @@ class RidgelineClient:
         replayed = response.headers.get("idempotent-replayed", "").lower() == "true"
         return Uploaded(body=body if isinstance(body, dict) else {}, replayed=replayed)
 
+    def hardware(self, slug: str) -> dict[str, Any] | None:
+        """The hardware profile with this slug; None when there is none (404)."""
+        response = self._send("GET", f"/v1/hardware/{slug}")
+        if response.status_code == 404:
+            return None
+        body = self._final(response)
+        return body if isinstance(body, dict) else None
+
+    def create_hardware(self, doc: dict[str, Any]) -> Any:
+        """POST a hardware profile (`schemas.hardware.HardwareCreate`); a slug already taken is a `Conflict`."""
+        headers = {"content-type": "application/json"}
+        return self._final(self._send("POST", "/v1/hardware", content=dumps(doc), headers=headers))
+
+    def update_hardware(self, slug: str, patch: dict[str, Any]) -> Any:
+        """PATCH a user-added hardware profile with a JSON Merge Patch (RFC 7396)."""
+        headers = {"content-type": "application/json"}
+        return self._final(self._send("PATCH", f"/v1/hardware/{slug}", content=dumps(patch), headers=headers))
+
     def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
         return self._final(self._send("GET", path, params=params))
 

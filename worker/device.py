@@ -21,7 +21,10 @@ from typing import Any
 __all__ = [
     "Device",
     "cpu_cache_bytes",
+    "cpu_cores",
     "cpu_description",
+    "cpu_l1d_bytes",
+    "cpu_vector_bytes",
     "detect",
     "from_jax_device",
     "host_name",
@@ -102,6 +105,47 @@ def cpu_cache_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) ->
         if size and (best is None or (level, size) > best):
             best = (level, size)
     return best[1] if best else None
+
+
+def cpu_l1d_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """Size of CPU 0's level-1 data cache, from sysfs."""
+    for index in sorted(sysfs.glob("index*")):
+        try:
+            if int((index / "level").read_text()) == 1 and (index / "type").read_text().strip() == "Data":
+                return _parse_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on: its CPU affinity (a container's or taskset's share), else the host's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cpu_vector_bytes(cpuinfo: str | None = None) -> int:
+    """Width of the widest SIMD registers the CPU has, from the `flags` of /proc/cpuinfo: AVX-512 64 bytes, AVX
+    32, else 16 (SSE, Arm NEON). Intel 64 and IA-32 Architectures Software Developer's Manual, vol. 1, ch. 15."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            cpuinfo = ""
+    match = re.search(r"^flags\s*:\s*(.*)$", cpuinfo, re.MULTILINE)
+    flags = set(match.group(1).split()) if match else set()
+    if "avx512f" in flags:
+        return 64
+    return 32 if "avx" in flags else 16
+
+
+def _physical_memory_bytes() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _parse_size(text: str) -> int:
@@ -235,8 +279,9 @@ def _detect_cpu() -> Device:
         description=description,
         count=1,
         source="cpuinfo",
-        compute_units=os.cpu_count(),
+        compute_units=cpu_cores(),
         cache_bytes=cpu_cache_bytes(),
+        memory_bytes=_physical_memory_bytes(),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["Stats", "TimingPolicy", "measure", "percentile", "rotation_sets", "summarize"]
@@ -76,6 +76,18 @@ class TimingPolicy:
     def quick(cls, rotate_bytes: int) -> TimingPolicy:
         """Small counts for CI and CPU hosts: still a median of several calls past a warm-up."""
         return cls(warmup=2, min_repeats=7, max_repeats=100, min_time_s=0.03, rotate_bytes=rotate_bytes, max_sets=256)
+
+    def for_ceilings(self) -> TimingPolicy:
+        """At least 15 calls and a full second per ceiling, whatever the run's size: every later prediction on a
+        host profile is read against these figures, and a second of calls rides out a short burst of load on a
+        shared machine that a 30 ms window would report as the host's speed."""
+        return replace(
+            self,
+            warmup=max(self.warmup, 5),
+            min_repeats=max(self.min_repeats, 15),
+            min_time_s=max(self.min_time_s, 1.0),
+            max_repeats=max(self.max_repeats, 100_000),
+        )
 
 
 def rotation_sets(set_bytes: int, policy: TimingPolicy) -> int:

@@ -59,14 +59,19 @@ def test_without_a_server_results_wait_in_the_spool(tmp_path: Path, capsys: pyte
                    "--results-out", str(out), "--rotate-mb", "1"])  # fmt: skip
     assert status == EX_TEMPFAIL
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["suite"] for r in records] == ["ceilings", "ceilings"]
+    assert [r["suite"] for r in records] == ["ceilings"] * 5
+    # The bf16 peak is kept for the host profile: no service, so no profile known to predict bf16 with.
+    assert [r["name"] for r in records if r.get("uploaded") is False] == ["peak matmul 512³ bf16"]
+    records = [r for r in records if r.get("uploaded", True)]
     spooled = [json.loads(p.read_text()) for p in (tmp_path / "spool" / "pending").glob("*.json")]
     assert len(spooled) == 1
     payload = spooled[0]["payload"]
     # Not resolved (no service): the device's own description, for the service to map at flush time.
     assert payload["hardware"] and payload["timing_scope"] == "wall_clock"
     assert payload["results"] == [{k: r[k] for k in ("op", "median_s", "p10_s", "p90_s", "repeats")} for r in records]
-    assert "ridgeline-worker flush" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "ridgeline-worker flush" in err
+    assert "host profile host-" in err and "not published (no service)" in err
 
 
 def test_suites_lists_every_suite(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from worker.device import Device, cpu_cache_bytes, cpu_description, detect, from_jax_device, software_versions
+from worker.device import (
+    Device,
+    cpu_cache_bytes,
+    cpu_cores,
+    cpu_description,
+    cpu_l1d_bytes,
+    cpu_vector_bytes,
+    detect,
+    from_jax_device,
+    software_versions,
+)
 
 XEON = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -41,14 +52,35 @@ def test_jax_devices_map_to_platform_vendor_and_description(
     assert from_jax_device(platform, kind, version) == expected
 
 
-def test_last_level_cache_from_sysfs(tmp_path: Path) -> None:
-    for index, level, size in ((0, 1, "48K"), (1, 1, "32K"), (2, 2, "1024K"), (3, 3, "32768K")):
+def test_last_level_and_l1_data_caches_from_sysfs(tmp_path: Path) -> None:
+    # Linux's layout for one core of a Sapphire Rapids: index0 L1d 48K, index1 L1i 32K, L2 2M, L3 (here 32M).
+    caches = (
+        (0, 1, "Data", "48K"),
+        (1, 1, "Instruction", "32K"),
+        (2, 2, "Unified", "2048K"),
+        (3, 3, "Unified", "32768K"),
+    )
+    for index, level, kind, size in caches:
         folder = tmp_path / f"index{index}"
         folder.mkdir()
         (folder / "level").write_text(f"{level}\n")
+        (folder / "type").write_text(f"{kind}\n")
         (folder / "size").write_text(f"{size}\n")
     assert cpu_cache_bytes(tmp_path) == 32 << 20
-    assert cpu_cache_bytes(tmp_path / "missing") is None
+    assert cpu_l1d_bytes(tmp_path) == 48 << 10
+    assert cpu_cache_bytes(tmp_path / "missing") is None and cpu_l1d_bytes(tmp_path / "missing") is None
+
+
+def test_simd_width_from_cpuinfo_flags() -> None:
+    # 64 bytes for AVX-512 (zmm), 32 for AVX/AVX2 (ymm), 16 otherwise (SSE xmm, NEON).
+    assert cpu_vector_bytes(XEON + "flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw\n") == 64
+    assert cpu_vector_bytes(XEON + "flags\t\t: fpu sse2 avx avx2 fma\n") == 32
+    assert cpu_vector_bytes(RASPBERRY + "Features\t: fp asimd\n") == 16
+
+
+def test_cores_are_those_this_process_may_use() -> None:
+    assert cpu_cores() == len(os.sched_getaffinity(0))
+    assert detect().compute_units == cpu_cores()
 
 
 def test_this_host_is_detected_as_its_cpu() -> None:

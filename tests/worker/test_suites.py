@@ -60,9 +60,11 @@ def test_every_op_validates_against_the_schemas(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["cpu-quick", "cpu-full", "h100", "a100", "mi300x", "tpu-v5e"])
 def test_the_service_can_predict_every_op(client: TestClient, name: str) -> None:
-    # An op the profile cannot estimate (bf16 on a CPU, fp8 on an A100) would make its whole upload a 422.
+    # An op the profile cannot estimate (bf16 on a CPU, fp8 on an A100) would make its whole upload a 422; a case
+    # kept for the host profile only is never sent.
     target, slug = TARGETS[name]
-    ops = [case.op for case in all_cases(target) if case.op["kind"] not in ("collective", "training_step")]
+    sent = [case for case in all_cases(target) if case.upload]
+    ops = [case.op for case in sent if case.op["kind"] not in ("collective", "training_step")]
     response = client.post("/v1/estimate/ops", json={"hardware": slug, "ops": ops})
     assert response.status_code == 200, response.text[:2000]
     assert len(response.json()["items"]) == len(ops)
@@ -122,6 +124,33 @@ def test_matmuls_record_the_precision_they_ran_at_and_are_predicted_at_its_rate(
     response = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": fp32})
     assert response.status_code == 200 and response.json()["assumptions"]["algorithm"] == "fp32"
     assert response.json()["critical_intensity"] == pytest.approx(67e12 / 3.35e12)  # peak over bandwidth
+
+
+def test_cpu_ceilings_are_what_a_host_profile_is_built_from() -> None:
+    for target in (Target(CPU, "quick", 8), Target(CPU, "full", 8)):
+        cases = plan(["ceilings"], target)
+        roles = [(c.notes.get("ceiling"), c.op["kind"], c.op.get("dtype")) for c in cases]
+        assert roles == [
+            ("dispatch", "matmul", "fp32"),
+            ("matmul_peak", "matmul", "fp32"),
+            ("matmul_peak", "matmul", "bf16"),
+            ("stream", "reduction", "fp32"),
+            (None, "elementwise", "fp32"),  # the copy, kept for the elementwise family
+        ]
+        # The stream reads 64 MiB, twice this CPU's 32 MiB last-level cache; the dispatch product is 65 536 FLOPs.
+        assert cases[3].op["cols"] * 4 == 64 << 20 == 2 * (32 << 20)
+        assert 2 * cases[0].op["m"] * cases[0].op["n"] * cases[0].op["k"] == 65_536
+    # bf16 is sent only where the device's profile can predict it: not on cpu-generic (fp32, fp64), not when unknown.
+    bf16 = [
+        c
+        for c in plan(["ceilings"], Target(CPU, profile_dtypes=frozenset({"fp32", "fp64"})))
+        if c.op["dtype"] == "bf16"
+    ]
+    assert [c.upload for c in bf16] == [False]
+    assert [c.upload for c in plan(["ceilings"], Target(CPU)) if c.op["dtype"] == "bf16"] == [False]
+    measured_host = Target(CPU, profile_dtypes=frozenset({"fp32", "bf16"}))
+    assert [c.upload for c in plan(["ceilings"], measured_host) if c.op["dtype"] == "bf16"] == [True]
+    assert all(c.upload for c in plan(["ceilings"], TARGETS["h100"][0]))
 
 
 def test_wave_edges_by_hand() -> None:

@@ -92,3 +92,11 @@ def test_measure_stops_at_max_repeats() -> None:
     clock = FakeClock([1.0])
     policy = TimingPolicy(warmup=0, min_repeats=1, max_repeats=4, min_time_s=1e9)
     assert measure(clock.run, lambda _: None, sets=1, policy=policy, clock=clock).repeats == 4
+
+
+def test_ceilings_are_timed_for_at_least_a_second_and_15_calls() -> None:
+    quick = TimingPolicy.quick(rotate_bytes=1 << 20).for_ceilings()
+    assert (quick.warmup, quick.min_repeats, quick.min_time_s, quick.rotate_bytes) == (5, 15, 1.0, 1 << 20)
+    assert quick.max_repeats >= 1.0 / 1e-6 / 10  # a 10 µs call can fill its second
+    full = TimingPolicy(min_repeats=30, min_time_s=2.0).for_ceilings()
+    assert (full.min_repeats, full.min_time_s) == (30, 2.0)  # never less than the run's own policy

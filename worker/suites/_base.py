@@ -82,6 +82,9 @@ class Context:
     target: Target
     policy: TimingPolicy
     seed: int = 0
+    # The ceilings' policy (the CLI's is `policy.for_ceilings()`: longer, as a host profile is built from them);
+    # None: the run's policy.
+    ceiling_policy: TimingPolicy | None = None
     _jax: JaxRuntime | None = None
 
     @property
@@ -103,6 +106,9 @@ class Case:
     run: Callable[[Context], Stats]
     timing_scope: TimingScope = TimingScope.wall_clock
     notes: dict[str, Any] = field(default_factory=dict)
+    # False: measured for the host's profile and the results file only, because the service's profile for this
+    # device cannot predict the op (a bf16 product on a profile without a bf16 peak would make the batch a 422).
+    upload: bool = True
 
     def __post_init__(self) -> None:
         # Validated while planning, so an op the service would refuse is a bug found before anything runs.

@@ -98,15 +98,20 @@ class JaxRuntime:
         block(result)
         return result
 
-    def time(self, fn: Callable[..., Any], sets: list[tuple[Array, ...]]) -> Stats:
+    def time(self, fn: Callable[..., Any], sets: list[tuple[Array, ...]], policy: TimingPolicy | None = None) -> Stats:
         """Wall-clock time of `fn(*inputs)` until its outputs are ready, rotating through `sets`."""
-        return measure(lambda i: fn(*sets[i]), block, len(sets), self.policy)
+        return measure(lambda i: fn(*sets[i]), block, len(sets), policy or self.policy)
 
     def run(
-        self, fn: Callable[..., Any], shapes: Sequence[tuple[int, ...]], dtype: str, optional: bool = False
+        self,
+        fn: Callable[..., Any],
+        shapes: Sequence[tuple[int, ...]],
+        dtype: str,
+        optional: bool = False,
+        policy: TimingPolicy | None = None,
     ) -> Stats:
-        """Time `fn` on fresh inputs. `optional`: a first call that fails (an fp8 product this XLA cannot lower, a
-        Pallas kernel this GPU lacks) skips the case instead of failing it."""
+        """Time `fn` on fresh inputs, under `policy` if given (else the run's). `optional`: a first call that fails
+        (an fp8 product this XLA cannot lower, a Pallas kernel this GPU lacks) skips the case instead of failing it."""
         sets = self.inputs(shapes, dtype)
         if optional:
             try:
@@ -114,4 +119,4 @@ class JaxRuntime:
             except Exception as err:
                 first_line = str(err).splitlines()[0] if str(err) else ""
                 raise SkipCase(f"{type(err).__name__}: {first_line}") from err
-        return self.time(fn, sets)
+        return self.time(fn, sets, policy)

@@ -44,7 +44,7 @@ def _precision(dtype: str) -> Any:
     return None
 
 
-def _run_matmul(m: int, n: int, k: int, dtype: str) -> Any:
+def _run_matmul(m: int, n: int, k: int, dtype: str, ceiling: bool = False, optional: bool = False) -> Any:
     def run(ctx: Context) -> Stats:
         import jax
         import jax.numpy as jnp
@@ -53,7 +53,9 @@ def _run_matmul(m: int, n: int, k: int, dtype: str) -> Any:
         out = jnp.bfloat16 if dtype == "fp8" else None
         fn = jax.jit(lambda a, b: jnp.matmul(a, b, precision=precision, preferred_element_type=out))
         # fp8 and tf32 depend on the GPU generation and the XLA build: where one does not lower, skip it.
-        return ctx.jax.run(fn, [(m, k), (k, n)], dtype, optional=dtype in ("fp8", "tf32"))
+        policy = ctx.ceiling_policy if ceiling else None
+        skippable = optional or dtype in ("fp8", "tf32")
+        return ctx.jax.run(fn, [(m, k), (k, n)], dtype, optional=skippable, policy=policy)
 
     return run
 
@@ -68,11 +70,65 @@ def _run_copy(elements: int, dtype: str) -> Any:
     return run
 
 
+def _run_stream(cols: int, dtype: str) -> Any:
+    def run(ctx: Context) -> Stats:
+        import jax
+        import jax.numpy as jnp
+
+        return ctx.jax.run(jax.jit(lambda x: jnp.sum(x, axis=-1)), [(1, cols)], dtype, policy=ctx.ceiling_policy)
+
+    return run
+
+
+# The CPU ceilings that a host profile is built from (worker.hostprofile): a matmul too small for its math to count
+# (2·32³ FLOPs, under 1 µs at 100 GFLOP/s) times the fixed cost of one XLA:CPU call (dispatch, the thread pool's
+# fork and join, block_until_ready); the largest square the size allows, the matmul peak; a sum over 2²⁴ fp32 (64 MiB,
+# more than a host's last-level cache), the rate at which memory streams in. A read, not a copy: XLA:CPU allocates
+# every output, and an output above glibc's mmap threshold (at most 32 MiB: mallopt(3), M_MMAP_THRESHOLD) is a fresh
+# mapping each call, so a large copy times page faults, while a small one writes into the cache.
+CPU_DISPATCH_N = 32
+CPU_STREAM_ELEMENTS = 1 << 24
+
+
+def _plan_cpu_ceilings(target: Target) -> list[Case]:
+    n = target.pick(quick=512, cpu=2048, accelerator=2048)
+    d = CPU_DISPATCH_N
+    cases = [
+        # The fixed cost is timed as the suites time their ops (the run's policy, inputs rotated): a second-long hot
+        # loop keeps XLA:CPU's thread pool spinning and reports a fraction (~6 µs against ~37 µs) of what a suite's
+        # call pays.
+        Case("ceilings", f"dispatch: matmul {d}³ fp32", matmul_op(d, d, d, "fp32", suite_precision("fp32")),
+             _run_matmul(d, d, d, "fp32"), notes={"ceiling": "dispatch"}),
+        Case("ceilings", f"peak matmul {n}³ fp32", matmul_op(n, n, n, "fp32", suite_precision("fp32")),
+             _run_matmul(n, n, n, "fp32", ceiling=True), notes={"ceiling": "matmul_peak"}),
+        # bf16 where XLA:CPU lowers it; sent only where the device's profile has a bf16 peak to predict it with.
+        Case("ceilings", f"peak matmul {n}³ bf16", matmul_op(n, n, n, "bf16"),
+             _run_matmul(n, n, n, "bf16", ceiling=True, optional=True), notes={"ceiling": "matmul_peak"},
+             upload=target.profile_dtypes is not None and "bf16" in target.profile_dtypes),
+    ]  # fmt: skip
+    cols = CPU_STREAM_ELEMENTS
+    stream = {"kind": "reduction", "rows": 1, "cols": cols, "dtype": "fp32"}
+    cases.append(Case("ceilings", f"stream bandwidth sum(x), {cols} fp32", stream, _run_stream(cols, "fp32"),
+                      notes={"ceiling": "stream"}))  # fmt: skip
+    return cases
+
+
+def _copy_case(target: Target) -> Case:
+    elements = target.pick(quick=1 << 22, cpu=1 << 25, accelerator=1 << 28)
+    dtype = primary_dtype(target)
+    copy = {"kind": "elementwise", "elements": elements, "inputs": 1, "outputs": 1, "flops_per_element": 0.0,
+            "functions": ["add"], "dtype": dtype}  # fmt: skip
+    return Case("ceilings", f"copy bandwidth y = x + 1, {elements} {dtype}", copy, _run_copy(elements, dtype))
+
+
 def plan_ceilings(target: Target) -> list[Case]:
-    """The two numbers every other result is read against: peak matmul FLOP/s and copy bandwidth."""
+    """The numbers every other result is read against: peak matmul FLOP/s and copy bandwidth; on a CPU also the
+    fixed cost of one call and a streaming read, which a host profile is built from."""
+    if not target.accelerator:
+        return [*_plan_cpu_ceilings(target), _copy_case(target)]
     cases = []
     n = target.pick(quick=512, cpu=2048, accelerator=8192)
-    for dtype in dtypes_for(target) if target.accelerator else [primary_dtype(target)]:
+    for dtype in dtypes_for(target):
         cases.append(
             Case(
                 "ceilings",
@@ -81,12 +137,7 @@ def plan_ceilings(target: Target) -> list[Case]:
                 _run_matmul(n, n, n, dtype),
             )
         )
-    elements = target.pick(quick=1 << 22, cpu=1 << 25, accelerator=1 << 28)
-    dtype = primary_dtype(target)
-    copy = {"kind": "elementwise", "elements": elements, "inputs": 1, "outputs": 1, "flops_per_element": 0.0,
-            "functions": ["add"], "dtype": dtype}  # fmt: skip
-    cases.append(Case("ceilings", f"copy bandwidth y = x + 1, {elements} {dtype}", copy, _run_copy(elements, dtype)))
-    return cases
+    return [*cases, _copy_case(target)]
 
 
 def wave_edge(units: int, tile: tuple[int, int] = (256, 128), step: int = 128) -> int | None:
