@@ -110,6 +110,22 @@ class Search(PlainPaths):
             raise ValueError("values must be distinct")
         return values
 
+    def simulated_requests_per_hardware(self) -> int:
+        """Requests the operating points simulate, Σ (2 × clients + 64) over the candidates, before any is pruned."""
+        shared = len(self.expert) * len(self.dtypes) * len(self.max_num_batched_tokens)
+        total = 0
+        for p in self.pipeline:
+            if Mode.aggregated in self.modes:
+                total += len(self.tensor) * (2 * p * sum(self.max_num_seqs) + 64 * len(self.max_num_seqs))
+            if Mode.disaggregated in self.modes:
+                for r in self.ratios:
+                    clients = p * r.decode * sum(self.max_num_seqs)
+                    total += len(self.tensor) ** 2 * (2 * clients + 64 * len(self.max_num_seqs))
+        return total * shared
+
+    def engines_per_hardware(self) -> int:
+        return len(self.dtypes) * len(self.tensor) * len(self.pipeline) * len(self.expert)
+
     def candidates_per_hardware(self) -> int:
         t, shared = len(self.tensor), len(self.pipeline) * len(self.expert) * len(self.dtypes)
         shared *= len(self.max_num_seqs) * len(self.max_num_batched_tokens)
@@ -161,6 +177,19 @@ class PlanRequest(PlainPaths):
                 f"the search has {count} candidates (hardware × dtypes × pipeline × expert × max_num_seqs × "
                 f"max_num_batched_tokens × (tensor, aggregated + tensor² × ratios, disaggregated)); at most "
                 f"{MAX_CANDIDATES} are allowed"
+            )
+        engines = hardware * s.engines_per_hardware()
+        if engines > limits.MAX_PLAN_ENGINES:
+            raise ValueError(
+                f"the search has {engines} distinct engines (hardware × dtypes × tensor × pipeline × expert), each "
+                f"an iteration-time surface; at most {limits.MAX_PLAN_ENGINES} are allowed"
+            )
+        work = hardware * s.simulated_requests_per_hardware()
+        if work > limits.MAX_PLAN_SIMULATED_REQUESTS:
+            raise ValueError(
+                f"the search would simulate {work} requests (2 × max_num_seqs × pipeline × decode workers + 64 per "
+                f"candidate); at most {limits.MAX_PLAN_SIMULATED_REQUESTS} are allowed: fewer or smaller "
+                "max_num_seqs, tensor widths or hardware"
             )
         return s
 

@@ -224,7 +224,7 @@ def matmul(
         exposed_s=exposed_s,
         launches=_num.where(split_k > 1, 2.0, 1.0),
         extra={**best, "wave_efficiency": wave_eff, "aligned": _num.where(aligned, 1.0, 0.0), "exposed_s": exposed_s},
-        assumptions={"tile_choice": "fixed" if tile is not None else "fastest candidate", "algorithm": algorithm},
+        assumptions={"tile_choice": "fixed" if tile is not None else "fastest candidate", "algorithm": str(algorithm)},
     )
     main.extra["a_bytes"], main.extra["b_bytes"] = a_bytes, b_bytes
     kernels = [main]

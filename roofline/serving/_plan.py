@@ -33,9 +33,10 @@ from roofline.serving._surface import IterationSurface, build_surface
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
 OBJECTIVES = ("ttft_s", "tpot_s", "e2e_s")
 MIN_STEADY = 64  # requests measured after the warm-up wave, at least
-MAX_CLIENTS_REQUESTS = 4096  # requests in one simulated run, at most
+MAX_CHECK_REQUESTS = 20_000  # requests of one traffic check, at most (the operating points are bounded by the caller)
 CHECK_REQUESTS = 512  # requests of the traffic check, at least
 MAX_GROWTH = 6  # traffic checks that add units before a candidate is declared to miss
+CHECK_BUDGET = 100_000  # requests the traffic checks of one plan may simulate (then the rest stay unchecked)
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ def operating_point(
 ) -> Point:
     """The unit under a closed loop that fills its decoding engines (its most throughput at its own batch)."""
     c = clients(dep)
-    n = min(MAX_CLIENTS_REQUESTS, 2 * c + MIN_STEADY)
+    n = 2 * c + MIN_STEADY
     p, o = _lengths(prompt, output, n)
     requests = Requests(p, o, None, c)
     ready = dep.prepare(requests, build)
@@ -211,7 +212,7 @@ def traffic_point(
     """One unit under its share of the traffic, Poisson arrivals at `rate_per_s`; the first `clients` requests
     (the engines filling from empty) are left out."""
     c = clients(dep)
-    n = min(MAX_CLIENTS_REQUESTS, max(CHECK_REQUESTS, 3 * c))
+    n = min(MAX_CHECK_REQUESTS, max(CHECK_REQUESTS, 3 * c))
     p, o = _lengths(prompt, output, n)
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(1.0 / rate_per_s, n))
@@ -230,6 +231,7 @@ class Sized:
     devices: int
     utilisation: float  # demand / (units × the unit's closed-loop throughput)
     at_traffic: Point | None = None
+    requests_simulated: int = 0  # by the traffic checks
 
 
 def size(dep: Deployment, point: Point, demand_rps: float) -> Sized:
@@ -244,12 +246,15 @@ def check_at_traffic(
     """Simulate one unit's share of the traffic; while it misses, add units (10 % at a time, at least one)."""
     units = sized.units
     at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
+    runs = 1
     for _ in range(MAX_GROWTH):
         if not at.misses:
             break
         units += max(1, math.ceil(0.1 * units))
         at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
-    return Sized(units, units * dep.devices, demand_rps / (units * point.requests_per_s), at)
+        runs += 1
+    n = min(MAX_CHECK_REQUESTS, max(CHECK_REQUESTS, 3 * clients(dep)))
+    return Sized(units, units * dep.devices, demand_rps / (units * point.requests_per_s), at, runs * n)
 
 
 def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -383,15 +388,16 @@ def plan_serving(
     heap = [(key(e), False, n, e) for n, e in enumerate(entries) if not e.misses]
     heapq.heapify(heap)
     feasible: list[Entry] = []
-    checked = 0
-    budget = 4 * max_results + 8
-    while heap and len(feasible) < max_results and checked < budget:
+    checked = simulated = 0
+    budget = 2 * max_results + 8
+    while heap and len(feasible) < max_results and checked < budget and simulated < CHECK_BUDGET:
         _, done, n, e = heapq.heappop(heap)
         if done:
             feasible.append(e)
             continue
         sized = check_at_traffic(e.deployment, e.point, e.sized, prompt, output, targets, build, demand_rps, seed)
         checked += 1
+        simulated += sized.requests_simulated
         e = replace(e, sized=sized)
         entries[n] = e
         if e.meets:

@@ -184,6 +184,22 @@ def test_candidates_that_cannot_run_are_said(client: TestClient) -> None:
     assert all(c["hardware"] == "h100-sxm" for c in r["feasible"])
 
 
+def test_a_plan_s_work_is_bounded_before_it_starts(client: TestClient) -> None:
+    # 16 profiles × 4 tensor widths × 2 budgets × Σ (2 × seqs + 64) over 1 024, 1 000, 900, 800, 700, 600 =
+    # 16 × 4 × 2 × 10 432 = 1 335 296 simulated requests (768 candidates, 64 engines: both within their limits).
+    seqs = [1024, 1000, 900, 800, 700, 600]
+    search = {"tensor": [1, 2, 4, 8], "max_num_seqs": seqs, "max_num_batched_tokens": [2048, 8192]}
+    body = {**BASE, "hardware": ["h100-sxm"] * 16, "prices": {}, "search": search}
+    response = client.post("/v1/plan", json=body)
+    assert rejected(response) == ["body.search"]
+    assert "would simulate 1335296 requests" in response.json()["detail"][0]["message"]
+    # 16 profiles × 9 tensor widths = 144 engines, each a surface: over the 128 allowed.
+    body["search"] = {"tensor": list(range(1, 10)), "max_num_seqs": [8], "max_num_batched_tokens": [2048]}
+    response = client.post("/v1/plan", json=body)
+    assert rejected(response) == ["body.search"]
+    assert "144 distinct engines" in response.json()["detail"][0]["message"]
+
+
 def test_a_search_where_nothing_runs_is_a_422(client: TestClient) -> None:
     body = {**BASE, "model": "llama-3.1-405b", "hardware": ["h100-sxm"], "search": {"tensor": [1, 2]}}
     response = client.post("/v1/plan", json=body)
