@@ -27,10 +27,10 @@ MAX_BATCH_ITEMS = 1000  # POST /v1/estimate/inference/batch: items, or points of
 # stay well inside the 30 s request time limit on a loaded host; a bigger plan is a clear 422, not a 503 timeout.
 MAX_SERVING_PLAN_CANDIDATES = 1_500
 MAX_PLAN_SEQS = 1024  # POST /v1/plan max_num_seqs: each candidate simulates 2 × max_num_seqs clients' requests
-# POST /v1/plan's work, bounded before it starts: the requests its operating points simulate, Σ (2 × clients + 64)
-# (~17 µs each with the surfaces, `bench.plan_serving`: 300 000 are ~5 s on 2 idle cores), and its distinct engines
-# (hardware × dtypes × tensor × pipeline × expert), an iteration-time surface each (~20-40 ms).
-MAX_PLAN_SIMULATED_REQUESTS = 300_000
+# POST /v1/plan's work, bounded before it starts: the iterations its operating points simulate, Σ (2 × clients + 64) ×
+# (⌈prompt / budget⌉ + 2) (~6 µs each with the surfaces, `bench.plan_serving`'s aggregated-512 case is ~880 000 before
+# pruning: 1.5 s), and its distinct engines (hardware × dtypes × tensor × pipeline × expert), a surface each (20-40 ms).
+MAX_PLAN_SIMULATED_ITERATIONS = 1_000_000
 MAX_PLAN_ENGINES = 128
 # POST /v1/plan/training: device counts × layouts searched. Measured with `python -m bench.plan_training` on a 2-core
 # host: a search whose every configuration fits (each timed) costs ~0.1 ms a configuration once the shared op and

@@ -10,6 +10,7 @@ cheapest first, with the engines' launch arguments. When none does: the closest,
 
 from __future__ import annotations
 
+import itertools
 from enum import StrEnum
 from typing import Annotated
 
@@ -35,6 +36,17 @@ class Traffic(PlainPaths):
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = Field(
         default=0, description="Seeds the lengths drawn and the arrivals of the traffic check."
     )
+
+    def longest_prompt(self) -> int:
+        """The longest prompt the traffic sends, as far as its description bounds it (a distribution: its upper
+        bound, or mean + 3 standard deviations)."""
+        p = self.prompt_tokens
+        if isinstance(p, int):
+            return p
+        if p.values:
+            return max(p.values)
+        bound = p.value or p.high or (p.mean or 1) + 3 * (p.std or 0)
+        return int(min(bound, limits.MAX_TOKENS))
 
     @model_validator(mode="after")
     def _one_rate(self) -> Traffic:
@@ -110,18 +122,25 @@ class Search(PlainPaths):
             raise ValueError("values must be distinct")
         return values
 
-    def simulated_requests_per_hardware(self) -> int:
-        """Requests the operating points simulate, Σ (2 × clients + 64) over the candidates, before any is pruned."""
-        shared = len(self.expert) * len(self.dtypes) * len(self.max_num_batched_tokens)
+    def simulated_iterations_per_hardware(self, prompt: int) -> int:
+        """Iterations the operating points simulate before any candidate is pruned: per candidate, its 2 × clients +
+        64 requests each take ⌈prompt / budget⌉ prefill iterations (chunks) and about two decode stretches."""
         total = 0
-        for p in self.pipeline:
-            if Mode.aggregated in self.modes:
-                total += len(self.tensor) * (2 * p * sum(self.max_num_seqs) + 64 * len(self.max_num_seqs))
-            if Mode.disaggregated in self.modes:
-                for r in self.ratios:
-                    clients = p * r.decode * sum(self.max_num_seqs)
-                    total += len(self.tensor) ** 2 * (2 * clients + 64 * len(self.max_num_seqs))
-        return total * shared
+        for p, budget in itertools.product(self.pipeline, self.max_num_batched_tokens):
+            per_request = -(-prompt // budget) + 2
+            for decode, tensors in self._pools():
+                for seqs in self.max_num_seqs:
+                    total += tensors * (2 * p * decode * seqs + 64) * per_request
+        return total * len(self.expert) * len(self.dtypes)
+
+    def _pools(self) -> list[tuple[int, int]]:
+        """(decode workers per unit, tensor combinations) of each mode searched."""
+        pools = []
+        if Mode.aggregated in self.modes:
+            pools.append((1, len(self.tensor)))
+        if Mode.disaggregated in self.modes:
+            pools += [(r.decode, len(self.tensor) ** 2) for r in self.ratios]
+        return pools
 
     def engines_per_hardware(self) -> int:
         return len(self.dtypes) * len(self.tensor) * len(self.pipeline) * len(self.expert)
@@ -184,12 +203,15 @@ class PlanRequest(PlainPaths):
                 f"the search has {engines} distinct engines (hardware × dtypes × tensor × pipeline × expert), each "
                 f"an iteration-time surface; at most {limits.MAX_PLAN_ENGINES} are allowed"
             )
-        work = hardware * s.simulated_requests_per_hardware()
-        if work > limits.MAX_PLAN_SIMULATED_REQUESTS:
+        traffic = info.data.get("traffic")
+        prompt = traffic.longest_prompt() if isinstance(traffic, Traffic) else 1
+        work = hardware * s.simulated_iterations_per_hardware(prompt)
+        if work > limits.MAX_PLAN_SIMULATED_ITERATIONS:
             raise ValueError(
-                f"the search would simulate {work} requests (2 × max_num_seqs × pipeline × decode workers + 64 per "
-                f"candidate); at most {limits.MAX_PLAN_SIMULATED_REQUESTS} are allowed: fewer or smaller "
-                "max_num_seqs, tensor widths or hardware"
+                f"the search would simulate about {work} iterations ((2 × clients + 64) requests per candidate, each "
+                f"⌈{prompt} prompt tokens / max_num_batched_tokens⌉ + 2 iterations); at most "
+                f"{limits.MAX_PLAN_SIMULATED_ITERATIONS} are allowed: fewer or smaller max_num_seqs, larger token "
+                "budgets, fewer tensor widths or hardware"
             )
         return s
 

@@ -36,7 +36,7 @@ MIN_STEADY = 64  # requests measured after the warm-up wave, at least
 MAX_CHECK_REQUESTS = 20_000  # requests of one traffic check, at most (the operating points are bounded by the caller)
 CHECK_REQUESTS = 512  # requests of the traffic check, at least
 MAX_GROWTH = 6  # traffic checks that add units before a candidate is declared to miss
-CHECK_BUDGET = 100_000  # requests the traffic checks of one plan may simulate (then the rest stay unchecked)
+CHECK_BUDGET = 1_000_000  # iterations the traffic checks of one plan may simulate (then the rest stay unchecked)
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ class Sized:
     devices: int
     utilisation: float  # demand / (units × the unit's closed-loop throughput)
     at_traffic: Point | None = None
-    requests_simulated: int = 0  # by the traffic checks
+    iterations: int = 0  # the traffic checks' simulated iterations, about: requests × (⌈prompt / budget⌉ + 2)
 
 
 def size(dep: Deployment, point: Point, demand_rps: float) -> Sized:
@@ -254,7 +254,8 @@ def check_at_traffic(
         at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
         runs += 1
     n = min(MAX_CHECK_REQUESTS, max(CHECK_REQUESTS, 3 * clients(dep)))
-    return Sized(units, units * dep.devices, demand_rps / (units * point.requests_per_s), at, runs * n)
+    chunks = -(-int(prompt.max()) // dep.front.scheduler.max_num_batched_tokens) + 2
+    return Sized(units, units * dep.devices, demand_rps / (units * point.requests_per_s), at, runs * n * chunks)
 
 
 def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -397,7 +398,7 @@ def plan_serving(
             continue
         sized = check_at_traffic(e.deployment, e.point, e.sized, prompt, output, targets, build, demand_rps, seed)
         checked += 1
-        simulated += sized.requests_simulated
+        simulated += sized.iterations
         e = replace(e, sized=sized)
         entries[n] = e
         if e.meets:

@@ -185,14 +185,21 @@ def test_candidates_that_cannot_run_are_said(client: TestClient) -> None:
 
 
 def test_a_plan_s_work_is_bounded_before_it_starts(client: TestClient) -> None:
-    # 16 profiles × 4 tensor widths × 2 budgets × Σ (2 × seqs + 64) over 1 024, 1 000, 900, 800, 700, 600 =
-    # 16 × 4 × 2 × 10 432 = 1 335 296 simulated requests (768 candidates, 64 engines: both within their limits).
+    # 16 profiles × 4 tensor widths × 2 budgets × Σ (2 × seqs + 64) over 1 024, 1 000, 900, 800, 700, 600 (10 432
+    # requests), each ⌈1 024 / budget⌉ + 2 = 3 iterations: 16 × 4 × 2 × 10 432 × 3 = 4 005 888 iterations (768
+    # candidates, 64 engines: both within their limits).
     seqs = [1024, 1000, 900, 800, 700, 600]
     search = {"tensor": [1, 2, 4, 8], "max_num_seqs": seqs, "max_num_batched_tokens": [2048, 8192]}
     body = {**BASE, "hardware": ["h100-sxm"] * 16, "prices": {}, "search": search}
     response = client.post("/v1/plan", json=body)
     assert rejected(response) == ["body.search"]
-    assert "would simulate 1335296 requests" in response.json()["detail"][0]["message"]
+    assert "about 4005888 iterations" in response.json()["detail"][0]["message"]
+    # A token budget of 1 makes each 1 024-token prompt 1 024 chunks: 3 candidates × 80 requests × 1 026 = 246 240.
+    tiny = {"tensor": [1, 2, 4], "max_num_seqs": [8], "max_num_batched_tokens": [1]}
+    response = client.post("/v1/plan", json={**BASE, "hardware": ["h100-sxm"], "search": tiny})
+    assert response.status_code == 200
+    response = client.post("/v1/plan", json={**BASE, "hardware": ["h100-sxm"] * 5, "search": tiny})
+    assert rejected(response) == ["body.search"] and "about 1231200 iterations" in response.json()["message"]
     # 16 profiles × 9 tensor widths = 144 engines, each a surface: over the 128 allowed.
     body["search"] = {"tensor": list(range(1, 10)), "max_num_seqs": [8], "max_num_batched_tokens": [2048]}
     response = client.post("/v1/plan", json=body)
