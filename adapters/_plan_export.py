@@ -165,6 +165,7 @@ def _dump(doc: dict[str, Any], indent: int = 0) -> str:
     return "".join(lines)
 
 
+MAX_URLS = 64  # servers listed in a disaggregated router's configuration
 PORTS = {Role.aggregated: 8000, Role.prefill: 8001, Role.decode: 8002}
 
 
@@ -176,6 +177,7 @@ def export(
     ckpt = checkpoint(model, model_name)
     vllm, trtllm = [], []
     servers: dict[str, Any] = {}
+    listed: list[str] = []
     for s, spec in zip(shapes, specs, strict=True):
         instances = units * s.workers
         vllm.append(
@@ -193,12 +195,16 @@ def export(
             key = "context_servers" if s.role is Role.prefill else "generation_servers"
             servers[key] = {
                 "num_instances": instances,
-                "urls": [f"{s.role.value}-{i}:{PORTS[s.role]}" for i in range(instances)],
+                "urls": [f"{s.role.value}-{i}:{PORTS[s.role]}" for i in range(min(instances, MAX_URLS))],
             }
+            if instances > MAX_URLS:
+                listed.append(
+                    f"the router configuration lists the first {MAX_URLS} of {instances} {s.role.value} servers"
+                )
     disaggregated = None
     if servers:
         disaggregated = _dump({"hostname": "0.0.0.0", "port": 8000, "backend": "pytorch", **servers})
         router = "trtllm-serve disaggregated -c disaggregated.yml"
         trtllm.append({"role": "router", "instances": 1, "command": router, "config_yaml": disaggregated})
     return {"vllm": vllm, "trtllm": trtllm, "trtllm_disaggregated_yaml": disaggregated,
-            "notes": _notes(model, engine, dtypes, shapes)}  # fmt: skip
+            "notes": _notes(model, engine, dtypes, shapes) + listed}  # fmt: skip

@@ -21,7 +21,10 @@ from schemas.plan import PlanRequest, Role
 from schemas.serving import Lengths, Mode
 
 MAX_INVALID_LISTED = 20
-LENGTH_SAMPLES = 4096  # lengths drawn for a distribution; the simulations cycle through them
+LENGTH_SAMPLES = 4096
+# A plan stops simulating new candidates after this long and says how many it left (`unfinished`): the answer comes
+# well inside the service's 30 s request limit whatever the search (service.settings.request_timeout_s).
+PLAN_DEADLINE_S = 15.0  # lengths drawn for a distribution; the simulations cycle through them
 
 
 @dataclass(frozen=True)
@@ -160,12 +163,12 @@ def plan_serving(body: PlanRequest, model: tuple[ModelSpec, str], hardware: list
     targets = Targets(o.ttft_s, o.tpot_s, o.e2e_s, o.percentile.value)
     result = roofline.serving.plan_serving(
         deployments, prices, prompt, output, targets, demand, body.max_results, body.traffic.seed,
-        body.search.max_devices,
+        body.search.max_devices, PLAN_DEADLINE_S,
     )  # fmt: skip
     for i, field, message in result.invalid:
         c = kept[i]
         invalid.append(f"{c.label(hardware[c.hardware].name)}: {field}: {message}")
-    if not result.entries and not result.pruned:
+    if not result.entries and not result.pruned and not result.unfinished:
         shown = "; ".join(invalid[:3])
         raise InvalidField(
             "body.search",
@@ -244,7 +247,8 @@ def render(
         "feasible": [candidate(r, e) for r, e in enumerate(result.feasible, start=1)],
         "closest": [candidate(r, e) for r, e in enumerate(result.closest, start=1)],
         "frontier": frontier, "candidates": searched, "evaluated": len(result.entries),
-        "checked_at_traffic": result.checked, "pruned": result.pruned, "invalid": [], "invalid_count": invalid,
+        "checked_at_traffic": result.checked, "pruned": result.pruned,
+        "unfinished": result.unfinished, "invalid": [], "invalid_count": invalid,
         "assumptions": {
             "operating_point": "a closed loop of max_num_seqs clients per decoding engine; the first wave (all "
             "arriving at t = 0) and the last (the loop draining) are left out; throughput by Little's law",

@@ -78,7 +78,10 @@ class Ratio(PlainPaths):
 
 
 Seqs = Annotated[int, Field(ge=1, le=limits.MAX_PLAN_SEQS)]
-Budget = Annotated[int, Field(ge=1, le=limits.MAX_TOKENS)]
+# A chunk budget of at least 64 tokens: vLLM asks for max_num_batched_tokens ≥ max_num_seqs and TensorRT-LLM's
+# chunked context runs whole KV blocks (tokens_per_block 32-64); a 1-token budget would make a prompt that many
+# iterations.
+Budget = Annotated[int, Field(ge=64, le=limits.MAX_TOKENS)]
 
 
 class Search(PlainPaths):
@@ -326,6 +329,9 @@ class PlanRead(BaseModel):
     candidates: int = Field(description="Candidates in the search.")
     evaluated: int = Field(description="Candidates simulated (the rest cannot run).")
     checked_at_traffic: int
+    unfinished: int = Field(
+        description="Candidates not simulated because the plan's time (15 s) ran out: narrow the search to see them."
+    )
     pruned: int = Field(
         description="Candidates not simulated: the same engines with a smaller max_num_seqs already miss the TPOT "
         "objective (a larger batch only makes each iteration longer)."

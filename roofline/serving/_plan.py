@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -321,6 +322,7 @@ class ServingPlan:
     checked: int  # candidates simulated under the traffic
     ranked_by: str  # "cost" or "devices"
     pruned: int = 0  # not simulated: the same engines with a smaller batch already miss the TPOT objective
+    unfinished: int = 0  # not simulated: the plan's time ran out first
 
 
 def _decoder(dep: Deployment) -> EngineSpec:
@@ -349,6 +351,7 @@ def _batch(dep: Deployment) -> int:
 def plan_serving(
     candidates: Sequence[Deployment], prices: Sequence[float | None], prompt: IntArray, output: IntArray,
     targets: Targets, demand_rps: float, max_results: int = 10, seed: int = 0, max_devices: int | None = None,
+    deadline_s: float = math.inf,
 ) -> ServingPlan:  # fmt: skip
     """Evaluate every candidate's operating point, size each for `demand_rps` requests per second, check the best
     under the traffic (best-first: a check only adds units, so an unchecked candidate's rank is a bound), and rank
@@ -364,8 +367,13 @@ def plan_serving(
     slow: set[tuple[object, ...]] = set()  # engines whose smaller batch already misses the TPOT objective
     pruned = 0
     order = sorted(range(len(candidates)), key=lambda i: _batch(candidates[i]))
+    start = time.perf_counter()
+    late = 0
     for i in order:
         dep, price = candidates[i], prices[i]
+        if time.perf_counter() - start > deadline_s:
+            late += 1
+            continue
         family = _family(dep)
         if family in slow:
             pruned += 1
@@ -392,6 +400,8 @@ def plan_serving(
     checked = simulated = 0
     budget = 2 * max_results + 8
     while heap and len(feasible) < max_results and checked < budget and simulated < CHECK_BUDGET:
+        if time.perf_counter() - start > deadline_s:
+            break
         _, done, n, e = heapq.heappop(heap)
         if done:
             feasible.append(e)
@@ -409,5 +419,5 @@ def plan_serving(
     points = [(e.point.output_tokens_per_s_per_user, e.point.output_tokens_per_s_per_device) for e in entries]
     return ServingPlan(
         tuple(feasible), tuple(closest), tuple(entries), tuple(pareto(points)), tuple(sorted(invalid)), checked,
-        "cost" if priced else "devices", pruned,
+        "cost" if priced else "devices", pruned, late,
     )  # fmt: skip

@@ -159,7 +159,7 @@ PLAN = {
 
 
 def test_plan_search_over_1500_candidates(client: TestClient) -> None:
-    search = {"tensor": list(range(1, 17)), "max_num_seqs": list(range(1, 21)), "max_num_batched_tokens": [1, 2, 3]}
+    search = {"tensor": list(range(1, 17)), "max_num_seqs": list(range(1, 21)), "max_num_batched_tokens": [64, 65, 66]}
     response = client.post("/v1/plan", json={**PLAN, "hardware": ["h100-sxm", "a100-sxm-80gb"], "search": search})
     detail = assert_error(response, 422, "validation_error", "body.search")  # 2 × 16 × 20 × 3 = 1 920
     assert detail["message"].startswith("the search has 1920 candidates")
