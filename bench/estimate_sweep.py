@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,33 @@ def list_body(m_values: int, n_values: int, hardware: str) -> dict[str, Any]:
         "hardware": hardware,
         "ops": [{**grid["op"], "m": m, "n": n} for m in grid["vary"]["m"] for n in grid["vary"]["n"]],
     }
+
+
+@dataclass(frozen=True)
+class Timed:
+    """`repeat` posts of one payload, after `warmup` untimed: latencies (ms, request sent → whole response received),
+    the server-side mean (ms, the route's latency histogram over the timed posts) and the last response."""
+
+    ms: list[float]
+    server_ms: float
+    response: httpx.Response
+
+
+def time_posts(client: httpx.Client, route: str, payload: dict[str, Any], repeat: int, warmup: int) -> Timed:
+    for _ in range(warmup):
+        client.post(route, json=payload).raise_for_status()
+    before = route_seconds(client, route)
+    latencies = []
+    response = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        response = client.post(route, json=payload)
+        latencies.append(time.perf_counter() - start)
+        response.raise_for_status()
+    after = route_seconds(client, route)
+    assert response is not None
+    server = 1e3 * (after[0] - before[0]) / (after[1] - before[1]) if after[1] > before[1] else float("nan")
+    return Timed([1e3 * t for t in latencies], server, response)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from typing import Any
 
 import httpx
 
-from bench.estimate_sweep import local_server, percentile, route_seconds
+from bench.estimate_sweep import local_server, percentile, time_posts
 
 CASES: dict[str, tuple[str, dict[str, Any], float]] = {
     "decode-128k": (
@@ -63,21 +62,9 @@ CASES: dict[str, tuple[str, dict[str, Any], float]] = {
 
 def run_case(client: httpx.Client, name: str, repeat: int, warmup: int) -> None:
     route, payload, target = CASES[name]
-    for _ in range(warmup):
-        client.post(route, json=payload).raise_for_status()
-    before = route_seconds(client, route)
-    latencies = []
-    response = None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        response = client.post(route, json=payload)
-        latencies.append(time.perf_counter() - start)
-        response.raise_for_status()
-    after = route_seconds(client, route)
-    assert response is not None
+    timed = time_posts(client, route, payload, repeat, warmup)
+    response, ms, server = timed.response, timed.ms, timed.server_ms
     body = response.json()
-    ms = [1e3 * t for t in latencies]
-    server = 1e3 * (after[0] - before[0]) / (after[1] - before[1]) if after[1] > before[1] else float("nan")
     print(f"{name}: POST {route}, {repeat} runs after {warmup}, {len(response.content) / 1e3:.0f} kB of JSON")
     if name == "batch-100":
         print(f"  {len(body['items'])} configurations")

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 import adapters
-from bench.estimate_sweep import local_server, percentile, route_seconds
+from bench.estimate_sweep import local_server, percentile, time_posts
 from hardware_db import load_hardware, load_models
 from schemas.training_plan import TrainingPlanRequest
 
@@ -59,21 +59,9 @@ def in_process_s(payload: dict[str, Any], repeat: int) -> float:
 
 def run_case(client: httpx.Client, name: str, repeat: int, warmup: int) -> None:
     payload = CASES[name]
-    for _ in range(warmup):
-        client.post(ROUTE, json=payload).raise_for_status()
-    before = route_seconds(client, ROUTE)
-    latencies = []
-    response = None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        response = client.post(ROUTE, json=payload)
-        latencies.append(time.perf_counter() - start)
-        response.raise_for_status()
-    after = route_seconds(client, ROUTE)
-    assert response is not None
+    timed = time_posts(client, ROUTE, payload, repeat, warmup)
+    response, ms, server = timed.response, timed.ms, timed.server_ms
     doc = response.json()
-    ms = [1e3 * t for t in latencies]
-    server = 1e3 * (after[0] - before[0]) / (after[1] - before[1]) if after[1] > before[1] else float("nan")
     core = 1e3 * in_process_s(payload, repeat)
     print(f"{name}: POST {ROUTE}, {repeat} runs after {warmup}, {len(response.content) / 1e3:.0f} kB of JSON")
     print(

@@ -135,6 +135,11 @@ class SurfaceCache:
         return surface
 
 
+def _check_requests(clients: int) -> int:
+    """Requests of one traffic check: three per client, at least `CHECK_REQUESTS`, at most `MAX_CHECK_REQUESTS`."""
+    return min(MAX_CHECK_REQUESTS, max(CHECK_REQUESTS, 3 * clients))
+
+
 def _tokens(scheduler: Scheduler, prompt: int) -> int:
     """Tokens one iteration may run: the budget, or a static batch's whole prompts (as `prepare` sizes it)."""
     return scheduler.max_num_seqs * prompt if scheduler.kind == "static" else scheduler.max_num_batched_tokens
@@ -213,7 +218,7 @@ def traffic_point(
     """One unit under its share of the traffic, Poisson arrivals at `rate_per_s`; the first `clients` requests
     (the engines filling from empty) are left out."""
     c = clients(dep)
-    n = min(MAX_CHECK_REQUESTS, max(CHECK_REQUESTS, 3 * c))
+    n = _check_requests(c)
     p, o = _lengths(prompt, output, n)
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(1.0 / rate_per_s, n))
@@ -254,7 +259,7 @@ def check_at_traffic(
         units += max(1, math.ceil(0.1 * units))
         at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
         runs += 1
-    n = min(MAX_CHECK_REQUESTS, max(CHECK_REQUESTS, 3 * clients(dep)))
+    n = _check_requests(clients(dep))
     chunks = -(-int(prompt.max()) // dep.front.scheduler.max_num_batched_tokens) + 2
     return Sized(units, units * dep.devices, demand_rps / (units * point.requests_per_s), at, runs * n * chunks)
 
