@@ -24,6 +24,9 @@ SOURCE = "leave-one-device-out residuals of the validation (python -m bench.inte
 CALIBRATED_SOURCE = "the applied calibration's own residuals, capped by the shipped band"
 
 # Op kinds with validation rows of their own (bench.intervals.FAMILIES); others take the pooled band of their regime.
+# Matmuls of their own validation families (bench.validate): quantised products by scheme, fp8 and fp32 inputs.
+_QUANTIZED_FAMILY = {"fp8_tensor": "gemm-fp8", "fp8_block": "gemm-fp8-block", "nvfp4": "gemm-fp4"}
+_NARROW_FAMILY = {"fp8": "gemm-fp8", "fp32": "gemm-fp32"}
 _OWN_FAMILY = ("matmul", "rmsnorm", "layernorm", "softmax", "activation", "elementwise", "rotary", "embedding")
 
 
@@ -40,6 +43,10 @@ def interval_family(op: Op, q_len: float | None = None) -> str:
     if op.kind == "attention":
         q = op.q_len if q_len is None else q_len
         return "attention-decode" if q == 1 else "attention-prefill"
+    if op.kind == "matmul":
+        if op.quantization != "none":
+            return _QUANTIZED_FAMILY[str(op.quantization)]
+        return _NARROW_FAMILY.get(str(op.dtype), "matmul")
     return op.kind if op.kind in _OWN_FAMILY else ANY
 
 

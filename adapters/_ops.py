@@ -37,7 +37,7 @@ def kernels(hw: roofline.Hardware, op: Any, v: dict[str, Any]) -> list[roofline.
         case Matmul():
             return roofline.matmul(
                 hw, v["m"], v["n"], v["k"], v["batch"], op.dtype, op.out_dtype, op.tile,
-                tuple(str(e) for e in op.epilogue), op.fuse_epilogue, str(op.precision),
+                tuple(str(e) for e in op.epilogue), op.fuse_epilogue, str(op.precision), str(op.quantization),
             )  # fmt: skip
         case Elementwise():
             return roofline.elementwise(
@@ -113,6 +113,11 @@ def _check_dtype(hw: roofline.Hardware, op: Any, where: str) -> None:
             hw.matrix_peak(str(op.dtype))
         except ValueError as err:
             raise InvalidField(f"{where}.dtype", str(err)) from None
+        if op.quantization != "none":
+            try:
+                hw.matrix_peak(roofline.QUANTIZATIONS[str(op.quantization)].dtype)
+            except ValueError as err:
+                raise InvalidField(f"{where}.quantization", str(err)) from None
         try:
             roofline.matmul_rate(hw, str(op.dtype), str(op.precision))
         except ValueError as err:

@@ -70,14 +70,19 @@ class Constants:
     memory_latency_s: float  # every NVIDIA profile's loaded device-memory latency
     overlap_norm: float = 3.0  # roofline.kernel_time
     memory_queueing_norm: float = 2.0  # roofline's streaming kernels
+    # roofline.NARROW_MATMUL_EFFICIENCY: (key, factor) pairs; a key no device has rows for keeps its shipped value
+    narrow_matmul_efficiency: tuple[tuple[str, float], ...] = tuple(roofline.NARROW_MATMUL_EFFICIENCY.items())
     sources: dict[str, str] = field(default_factory=dict, compare=False)  # constant -> the devices it came from
 
     def adjust(self, hw: roofline.Hardware) -> roofline.Hardware:
-        """A core profile with this set's latency and norms (a profile with no latency keeps none: TPU, CPU)."""
+        """A core profile with this set's latency, norms and narrow-product efficiencies (a profile with no latency
+        keeps none: TPU, CPU)."""
         latency = None if hw.memory_latency_s is None else self.memory_latency_s
         return replace(
-            hw, memory_latency_s=latency, overlap_norm=self.overlap_norm, memory_queueing_norm=self.memory_queueing_norm
-        )
+            hw, memory_latency_s=latency, overlap_norm=self.overlap_norm,
+            memory_queueing_norm=self.memory_queueing_norm,
+            narrow_matmul_efficiency=dict(self.narrow_matmul_efficiency),
+        )  # fmt: skip
 
 
 # The constants shipped in bench/validate.py and the catalogue, for the report's first column.
@@ -103,6 +108,7 @@ class Facts:
     vidur_shortest_s: dict[str, float] = field(default_factory=dict)
     latency_s: dict[str, float] = field(default_factory=dict)
     llmcompass_min_s: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> series -> seconds
+    narrow_ratio: dict[str, dict[str, float]] = field(default_factory=dict)  # efficiency key -> device -> ratio
 
 
 def _tokens(labels: Sequence[str]) -> np.ndarray:
@@ -115,9 +121,13 @@ def facts(groups: Iterable[Group]) -> Facts:
     - vidur: the median residual add of at most `SHORTEST_TOKENS` tokens (no measurable work: the kernel's floor);
       the loaded memory latency at which one `SCALAR_LOAD_BYTES` load per resident thread in flight (Little's law)
       gives the median bandwidth of the scalar RMS norm over rows of at least `LATENCY_MIN_TOKENS` tokens;
-    - LLMCompass: the shortest call of its softmax, layer norm and GELU series (their plateaus).
+    - LLMCompass: the shortest call of its softmax, layer norm and GELU series (their plateaus);
+    - aiconfigurator's quantised GEMMs: per efficiency key, the median over the GEMMs of at least
+      `NARROW_RATIO_MIN_FLOPS` that the device's bf16 table also holds of the ratio of their achieved fractions of
+      peak, narrow against bf16 (`narrow_ratios`).
     """
     out = Facts()
+    out.narrow_ratio = narrow_ratios(groups)
     threads = {h.slug: h.compute.units * (h.compute.threads_per_unit or 0) for h in load_hardware()}
     threads[A40] = A40_UNITS * A40_THREADS_PER_UNIT
     shortest: dict[str, list[np.ndarray]] = {}
@@ -146,6 +156,43 @@ def facts(groups: Iterable[Group]) -> Facts:
         out.vidur_shortest_s[d] = float(np.median(np.concatenate(parts)))
     for d, parts in bandwidth.items():
         out.latency_s[d] = threads[d] * SCALAR_LOAD_BYTES / float(np.median(np.concatenate(parts)))
+    return out
+
+
+NARROW_RATIO_MIN_FLOPS = 2e11  # GEMMs this large run at their kernel's steady rate on every device with data
+
+
+def narrow_ratios(groups: Iterable[Group]) -> dict[str, dict[str, float]]:
+    """Per `roofline.NARROW_MATMUL_EFFICIENCY` key and device: the median, over aiconfigurator's GEMMs of at least
+    `NARROW_RATIO_MIN_FLOPS` measured both quantised and in bf16, of (bf16 time / narrow time) × (bf16 peak / narrow
+    peak): the narrow product's achieved fraction of its peak over bf16's on the same shape."""
+    specs = {h.slug: h for h in load_hardware()}
+    plain: dict[str, dict[tuple[float, float, float], float]] = {}
+    narrow: dict[tuple[str, str], list[tuple[tuple[float, float, float], float]]] = {}
+    for g in groups:
+        if g.source != "aiconfigurator" or not g.family.startswith("gemm") or len(g.parts) != 1:
+            continue
+        op, v = g.parts[0].op, g.parts[0].overrides
+        shapes = list(zip(v["m"], v["n"], v["k"], strict=True))
+        quantization = str(getattr(op, "quantization", "none"))
+        if quantization == "none" and getattr(op, "dtype", None) == "bf16":
+            plain.setdefault(g.device, {}).update(zip(shapes, g.measured_s, strict=True))
+        elif quantization != "none":
+            narrow.setdefault((quantization, g.device), []).extend(zip(shapes, g.measured_s, strict=True))
+    out: dict[str, dict[str, float]] = {}
+    for (quantization, device), rows in narrow.items():
+        q = roofline.QUANTIZATIONS[quantization]
+        rates = specs[device].compute.matrix_flops_per_s
+        if device not in plain or q.dtype not in rates:
+            continue
+        peak_ratio = rates["bf16"] / rates[q.dtype]
+        ratios = [
+            plain[device][shape] / seconds * peak_ratio
+            for shape, seconds in rows
+            if shape in plain[device] and 2.0 * shape[0] * shape[1] * shape[2] >= NARROW_RATIO_MIN_FLOPS
+        ]
+        if ratios:
+            out.setdefault(q.efficiency, {})[device] = float(np.median(ratios))
     return out
 
 
@@ -178,6 +225,11 @@ def derive(f: Facts, devices: set[str]) -> Constants:
         return value
 
     llm = {series: {d: v[series] for d, v in f.llmcompass_min_s.items() if series in v} for series in _LLM_SERIES}
+    narrow = dict(roofline.NARROW_MATMUL_EFFICIENCY)
+    for key, per_device in f.narrow_ratio.items():
+        value = _pick(per_device, devices, f"narrow_matmul_efficiency.{key}", src)
+        if value is not None:
+            narrow[key] = round(value, 2)
     return Constants(
         kernel_floor_s=need(_pick(f.gemm_min_s, devices, "kernel_floor_s", src), "kernel_floor_s"),
         context_plateau_s=need(_pick(f.context_min_s, devices, "context_plateau_s", src), "context_plateau_s"),
@@ -189,6 +241,7 @@ def derive(f: Facts, devices: set[str]) -> Constants:
         llmcompass_layernorm_floor_s=_pick(llm["llmcompass-layernorm"], devices, "llmcompass_layernorm_floor_s", src),
         llmcompass_gelu_call_s=_pick(llm["llmcompass-gelu"], devices, "llmcompass_gelu_call_s", src),
         memory_latency_s=need(_pick(f.latency_s, devices, "memory_latency_s", src), "memory_latency_s"),
+        narrow_matmul_efficiency=tuple(sorted(narrow.items())),
         sources=src,
     )
 

@@ -34,9 +34,12 @@ TOLERANCE = 0.005  # half a percentage point of error, either way, before the ba
 WORST = 3  # worst cases kept per family
 
 # The issues' accuracy targets, |predicted / measured − 1|: (median, p90 or None). Op families: GEMMs 12 % / 30 %
-# (bf16 on A100), the other op families 20 % median; collectives 15 % median over messages of at least 1 MiB;
+# (bf16 on A100, issue 3), the quantised GEMMs 10 % / 30 % (issue 21), the other op families 20 % median;
+# collectives 15 % median over messages of at least 1 MiB;
 # the transformer layer and each of its ops within 20 %.
-OP_TARGETS: dict[str, tuple[float, float | None]] = {"gemm": (0.12, 0.30)}
+OP_TARGETS: dict[str, tuple[float, float | None]] = {
+    "gemm": (0.12, 0.30), "gemm-fp8": (0.10, 0.30), "gemm-fp8-block": (0.10, 0.30), "gemm-fp4": (0.10, 0.30),
+}  # fmt: skip
 OP_TARGET_DEFAULT: tuple[float, float | None] = (0.20, None)
 COLLECTIVE_TARGET = 0.15
 INFERENCE_TARGET = validate_inference.TARGET
@@ -198,7 +201,9 @@ def render(base: dict[str, Any]) -> Iterator[str]:
     yield (
         "The model's constants were chosen on the A100 tables; the B200 (Blackwell), RTX PRO 6000 Blackwell Server "
         "Edition (GB202) and L40S (Ada) rows are aiconfigurator's tables of those devices (TensorRT-LLM 1.3.0rc20, "
-        "CUDA-graph replay, bf16), predicted from their catalogue profiles with nothing fitted on them. The xla rows "
+        "CUDA-graph replay, bf16 and the quantised GEMMs: dynamic per-tensor fp8, fp8 with 1×128 block scales, "
+        "NVFP4, each call quantising its bf16 input), predicted from their catalogue profiles; the narrow products' "
+        "efficiency is chosen across these devices (decision 0028: see the leave-one-device-out table). The xla rows "
         "are XLA's own matmul table on B200 and gfx950 (`mi355x`): 16-bit, fp8 and f32 products (f32 at XLA's "
         "default precision: TF32 on B200, the FP32 Matrix Cores on gfx950), profiler kernel time."
     )

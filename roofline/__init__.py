@@ -14,7 +14,7 @@ and fuse (`_kernels`).
 
 from roofline import calibration, serving
 from roofline._estimate import Bound, Estimate, kernel_time
-from roofline._hardware import DTYPE_BYTES, Hardware, dtype_bytes
+from roofline._hardware import DTYPE_BYTES, NARROW_MATMUL_EFFICIENCY, Hardware, dtype_bytes
 from roofline._kernels import Kernel, chain, fuse, single
 from roofline.collectives import (
     ALGORITHMS,
@@ -71,6 +71,7 @@ from roofline.inference import (
 from roofline.ops import (
     ACTIVATIONS,
     MISALIGNED_EFFICIENCY,
+    QUANTIZATIONS,
     activation,
     attention,
     causal_pairs,
@@ -118,7 +119,9 @@ __all__ = [
     "LL_RING_BUS_FRACTION",
     "LL_RING_REDUCE_BUS_FRACTION",
     "MISALIGNED_EFFICIENCY",
+    "NARROW_MATMUL_EFFICIENCY",
     "OPS",
+    "QUANTIZATIONS",
     "SIMPLE_SYNC_SCALE_OUT_S",
     "SIMPLE_SYNC_SCALE_UP_S",
     "TIMINGS",

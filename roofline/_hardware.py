@@ -31,6 +31,20 @@ def dtype_bytes(dtype: str) -> float:
 # (decision 0026). For scale: the H100 profile's measured L2 (5.5 TB/s) is 22.8 B/clock/SM at its 132 SMs × 1.83 GHz.
 L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT = 19.0
 
+# Achieved efficiency of a narrow product relative to the bf16 product on the same device (`eff_matmul` is bf16's):
+# the datasheets' fp8 and fp4 rates are 2× and 4× bf16's, but a library's fp8/fp4 kernels reach a smaller share of
+# them (the operands' staging, the scale handling in the main loop and epilogue, the power limit at a higher math
+# rate: none of which a datasheet gives). Keys: "fp8" (per-tensor scales; int8 and fp6 run on the same path),
+# "fp8_block" (DeepSeek-V3's 1×128 activation and 128×128 weight scales, applied in the main loop), "fp4" (NVFP4,
+# 16-element block scales). Chosen from measured data by `bench.loo`'s rule (the median over devices of each
+# device's median ratio of achieved fractions of peak, X against bf16, over the GEMMs of at least 2e11 FLOPs that
+# both tables hold) on aiconfigurator's TensorRT-LLM 1.3.0rc20 tables of B200, L40S and RTX Pro 6000 (decision
+# 0028); the leave-one-device-out report re-derives it without each device.
+NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.84, "fp8_block": 0.67, "fp4": 0.67}
+NARROW_MATMUL_KEYS: Mapping[str, str] = {
+    "fp8": "fp8", "int8": "fp8", "fp6": "fp8", "fp4": "fp4", "fp8_block": "fp8_block",
+}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -68,7 +82,19 @@ class Hardware:
     # them without a device (`python -m bench.validate --leave-one-device-out`, docs/decisions/0027).
     overlap_norm: float | None = None
     memory_queueing_norm: float | None = None
+    # Narrow products' efficiency relative to bf16's (`NARROW_MATMUL_EFFICIENCY`); None: the shipped table. Set only to
+    # re-derive it without a device (`bench.loo`).
+    narrow_matmul_efficiency: Mapping[str, float] | None = None
     extra: Mapping[str, float] = field(default_factory=dict)
+
+    def matmul_efficiency(self, algorithm: str) -> float:
+        """Matrix efficiency of a product run as `algorithm` (a dtype, or "fp8_block"): `eff_matmul` (bf16's), times
+        the narrow types' own factor (`NARROW_MATMUL_EFFICIENCY`)."""
+        key = NARROW_MATMUL_KEYS.get(algorithm)
+        if key is None:
+            return self.eff_matmul
+        table = NARROW_MATMUL_EFFICIENCY if self.narrow_matmul_efficiency is None else self.narrow_matmul_efficiency
+        return self.eff_matmul * table.get(key, 1.0)
 
     def matrix_peak(self, dtype: str) -> tuple[float, str]:
         """Peak FLOP/s of a matrix product with inputs in `dtype` (fp32 accumulate) and the unit that runs it."""

@@ -94,6 +94,18 @@ class MatmulPrecision(StrEnum):
     highest = "highest"
 
 
+class MatmulQuantization(StrEnum):
+    """How a matmul's 16-bit input is quantised before a narrow product (`roofline.ops.QUANTIZATIONS`), as
+    TensorRT-LLM's quantised linear layers run it: `fp8_tensor` (dynamic per-tensor fp8: an amax reduction, then the
+    quantise kernel), `fp8_block` (DeepSeek-V3's 1×128 activation / 128×128 weight scales), `nvfp4` (4-bit values,
+    one e4m3 scale per 16). The weights are stored quantised. `none`: the product runs at `dtype`."""
+
+    none = "none"
+    fp8_tensor = "fp8_tensor"
+    fp8_block = "fp8_block"
+    nvfp4 = "nvfp4"
+
+
 class Matmul(InputModel):
     """C[batch, m, n] = A[batch, m, k] · B[batch, k, n] (+ an elementwise epilogue on C)."""
 
@@ -114,6 +126,20 @@ class Matmul(InputModel):
         description="fp32 inputs only: default (JAX/XLA: TF32 on GPUs that have it, one bf16 pass on TPUs), tf32, "
         "bf16x3 (three bf16 passes) or highest (full fp32: PyTorch's default unless TF32 is enabled).",
     )
+    quantization: MatmulQuantization = Field(
+        default=MatmulQuantization.none,
+        description="none, or how the 16-bit input (dtype bf16 or fp16) is quantised by its own kernels before a "
+        "narrow product with quantised weights, as TensorRT-LLM runs it: fp8_tensor (dynamic per-tensor fp8), "
+        "fp8_block (1x128 activation and 128x128 weight scales), nvfp4 (4-bit, one scale per 16 elements).",
+    )
+
+    @field_validator("quantization")
+    @classmethod
+    def _quantized_input_is_16_bit(cls, value: MatmulQuantization, info: ValidationInfo) -> MatmulQuantization:
+        dtype = info.data.get("dtype")
+        if value != MatmulQuantization.none and dtype not in (Dtype.bf16, Dtype.fp16):
+            raise ValueError(f"quantization {value} quantises a 16-bit input: dtype must be bf16 or fp16, not {dtype}")
+        return value
 
 
 class Elementwise(InputModel):

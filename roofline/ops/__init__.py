@@ -1,6 +1,7 @@
 """Ops as the kernels they run, by family: matrix products and their tile search (`matmul`), attention with its
 flash tile schedule, TensorRT-LLM's XQA decode and masked MHA (`attention`), and memory-bound streaming ops
-(elementwise, activations, reductions, softmax, norms, rotary, embedding, cross-entropy).
+(elementwise, activations, reductions, softmax, norms, rotary, embedding, cross-entropy); the kernels that
+quantise a product's input (`QUANTIZATIONS`).
 
 Every function takes sizes as numbers or numpy arrays that broadcast together and returns the op's kernels
 (`roofline.Kernel`); `roofline.single` and `roofline.chain` turn kernels into an `Estimate`.
@@ -24,6 +25,7 @@ from roofline.ops._memory_bound import (
     softmax,
 )
 from roofline.ops._precision import PRECISIONS, matmul_algorithm, matmul_rate
+from roofline.ops._quantize import QUANTIZATIONS, Quantization
 
 __all__ = [
     "ACTIVATIONS",
@@ -36,8 +38,10 @@ __all__ = [
     "MISALIGNED_EFFICIENCY",
     "PAGED_KV_ROUND_TRIPS",
     "PRECISIONS",
+    "QUANTIZATIONS",
     "SPLIT_K",
     "XQA_KV_ROUND_TRIPS",
+    "Quantization",
     "activation",
     "alu_cost",
     "attention",

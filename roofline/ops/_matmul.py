@@ -14,6 +14,8 @@ from roofline._kernels import Kernel, arr
 from roofline._num import Bool
 from roofline.ops._memory_bound import elementwise_kernel
 from roofline.ops._precision import matmul_rate
+from roofline.ops._quantize import quantization as _quantization
+from roofline.ops._quantize import quantize_input
 
 # Matmul tiles are the output tiles a library picks among; waves are rounds of tiles over the compute units
 # (NVIDIA, "Matrix Multiplication Background", dimension quantization; seed 002's 1792 → 1793 example).
@@ -67,8 +69,12 @@ class _TileSearch:
     `SPLIT_K` split) pair costed as whole waves of tiles over the device's slots, the least total of math and exposed
     time taken, the first of equals (a library heuristic's pick)."""
 
-    def __init__(self, hw: Hardware, peak: float, s_in: float, s_out: float, pairs: list[tuple[int, int]]) -> None:
+    def __init__(
+        self, hw: Hardware, peak: float, s_in: float, s_out: float, pairs: list[tuple[int, int]],
+        splits: tuple[int, ...] = SPLIT_K,
+    ) -> None:  # fmt: skip
         self.launch_s, self.peak, self.s_in, self.s_out, self.pairs = hw.launch_s, peak, s_in, s_out, pairs
+        self.splits, self.split_grid = splits, np.asarray(splits, dtype=np.float64)
         self.slots = hw.units * hw.concurrent_tiles_per_unit
         self.bw = hw.memory_bytes_per_s * hw.eff_memory
 
@@ -116,11 +122,11 @@ class _TileSearch:
             chunks = [(i, min(i + _SEARCH_CHUNK, size)) for i in range(0, size, _SEARCH_CHUNK)]
             pick = np.concatenate([self.fastest((j - i,), *(x[i:j] for x in flat)) for i, j in chunks]).reshape(shape)
         if point:
-            choice_at, split_at = divmod(int(pick), len(SPLIT_K))
-            return float(pairs[choice_at][0]), float(pairs[choice_at][1]), float(SPLIT_K[split_at])
+            choice_at, split_at = divmod(int(pick), len(self.splits))
+            return float(pairs[choice_at][0]), float(pairs[choice_at][1]), float(self.splits[split_at])
         candidates = np.asarray(pairs, dtype=np.float64)
-        choice, split_index = np.divmod(pick, len(SPLIT_K))
-        return arr(candidates[choice, 0]), arr(candidates[choice, 1]), arr(_SPLITS[split_index])
+        choice, split_index = np.divmod(pick, len(self.splits))
+        return arr(candidates[choice, 0]), arr(candidates[choice, 1]), arr(self.split_grid[split_index])
 
     def fastest(self, grid_shape: tuple[int, ...], *sizes: Num) -> NDArray[np.intp]:
         """Index of the first least total over every (candidate, split) pair, a library's pick, as c·splits + s: the
@@ -129,9 +135,10 @@ class _TileSearch:
         ones = (1,) * len(grid_shape)
         tm, tn = candidates[:, 0].reshape(-1, 1, *ones), candidates[:, 1].reshape(-1, 1, *ones)
         m, n, k, b, eff = sizes
-        _, _, grid_s, grid_exposed = self.cost(tm, tn, _SPLITS.reshape(1, -1, *ones), m, n, k, b, eff, _num.ARRAYS)
-        total = np.broadcast_to(grid_s + grid_exposed, (len(candidates), len(SPLIT_K), *grid_shape))
-        out: NDArray[np.intp] = np.argmin(total.reshape(len(candidates) * len(SPLIT_K), -1), axis=0)
+        splits = self.split_grid.reshape(1, -1, *ones)
+        _, _, grid_s, grid_exposed = self.cost(tm, tn, splits, m, n, k, b, eff, _num.ARRAYS)
+        total = np.broadcast_to(grid_s + grid_exposed, (len(candidates), len(self.splits), *grid_shape))
+        out: NDArray[np.intp] = np.argmin(total.reshape(len(candidates) * len(self.splits), -1), axis=0)
         return out.reshape(grid_shape)
 
     def fastest_point(self, m: Num, n: Num, k: Num, b: Num, eff: Num) -> int:
@@ -154,11 +161,11 @@ class _TileSearch:
             (tm, tn), (work, out_tiles) = pairs[c], works[c]
             if work >= best_total:
                 break  # and every later candidate: its work is no less
-            for s, split in enumerate(SPLIT_K if out_tiles < slots else SPLIT_K[:1]):
+            for s, split in enumerate(self.splits if out_tiles < slots else self.splits[:1]):
                 if s and work + (self.launch_s + self.partial_sums_s(split, m, n, b)) * _BOUND_MARGIN >= best_total:
                     break
                 _, _, seconds, exposed = self.cost(tm, tn, split, m, n, k, b, eff, _num.FLOATS)
-                total, at = float(seconds + exposed), c * len(SPLIT_K) + s
+                total, at = float(seconds + exposed), c * len(self.splits) + s
                 if total < best_total or (total == best_total and at < best_at):
                     best_at, best_total = at, total
         return best_at
@@ -176,8 +183,16 @@ def matmul(
     epilogue: tuple[str, ...] = (),
     fuse_epilogue: bool = True,
     precision: str = "default",
+    quantization: str = "none",
 ) -> list[Kernel]:
     """C[b, m, n] = A[b, m, k] · B[b, k, n], with an optional elementwise epilogue on C.
+
+    `quantization` (`roofline.ops.QUANTIZATIONS`): A arrives in `dtype` (16-bit) and is quantised by its own kernels
+    before a product at the scheme's narrow type, whose B (the weights) is stored quantised with its scales; C is
+    written in `out_dtype` or `dtype`. "none": the product runs at `dtype`.
+
+    Matrix efficiency is the device's bf16 figure times the narrow types' own factor (`Hardware.matmul_efficiency`:
+    fp8, fp8 with block scales, fp4).
 
     fp32 inputs run at `precision` (`roofline.ops.PRECISIONS`; `matmul_rate`): under "default" as JAX/XLA run them
     (TF32 on a GPU that has it, one bf16 pass on a TPU), "highest" in full fp32 (PyTorch's default).
@@ -191,11 +206,25 @@ def matmul(
     the store of its tiles (`K_STEP`): `exposed_s`, added to the math on the compute units' timeline.
     """
     m, n, k, b = _num.num(m), _num.num(n), _num.num(k), _num.num(batch)
-    s_in, s_out = dtype_bytes(dtype), dtype_bytes(out_dtype or dtype)
-    peak, unit, algorithm = matmul_rate(hw, dtype, precision)
+    s_out = dtype_bytes(out_dtype or dtype)
+    before: list[Kernel] = []
+    splits: tuple[int, ...] = SPLIT_K
+    min_tile_m = 0
+    if quantization == "none":
+        s_in = s_weight = dtype_bytes(dtype)
+        peak, unit, algorithm = matmul_rate(hw, dtype, precision)
+        efficiency_key = algorithm
+    else:
+        q = _quantization(quantization)
+        before = quantize_input(hw, b * m * k, q, dtype_bytes(dtype))
+        s_in, s_weight = dtype_bytes(q.dtype), q.weight_bytes
+        peak, unit = hw.matrix_peak(q.dtype)
+        algorithm, efficiency_key = quantization, q.efficiency
+        splits, min_tile_m = (SPLIT_K if q.split_k else SPLIT_K[:1]), q.min_tile_m
     aligned = _aligned(k, s_in, hw.alignment_bytes) & _aligned(n, s_in, hw.alignment_bytes)
-    eff = hw.eff_matmul * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
-    search = _TileSearch(hw, peak, s_in, s_out, [tile] if tile is not None else list(hw.tiles))
+    eff = hw.matmul_efficiency(efficiency_key) * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
+    pairs = [tile] if tile is not None else [t for t in hw.tiles if t[0] >= min_tile_m] or [max(hw.tiles)]
+    search = _TileSearch(hw, peak, s_in, s_out, pairs, splits)
     slots = search.slots
     point = _num.is_point(m, n, k, b)
     tile_m, tile_n, split_k = search.pick(m, n, k, b, eff, point)
@@ -209,7 +238,7 @@ def matmul(
     wave_eff = best["tiles"] / (best["waves"] * slots)
 
     out_elems = b * m * n
-    a_bytes, b_bytes = s_in * b * m * k, s_in * b * k * n
+    a_bytes, b_bytes = s_in * b * m * k, s_weight * b * k * n
     main = Kernel(
         flops=flops,
         matrix_s=best_s,
@@ -227,7 +256,7 @@ def matmul(
         assumptions={"tile_choice": "fixed" if tile is not None else "fastest candidate", "algorithm": str(algorithm)},
     )
     main.extra["a_bytes"], main.extra["b_bytes"] = a_bytes, b_bytes
-    kernels = [main]
+    kernels = [*before, main]
     for name in epilogue:
         extra_inputs, fpe, tpe = EPILOGUES[name]
         extra_in = s_out * out_elems * extra_inputs + (s_out * b * n if name == "bias" else 0.0)

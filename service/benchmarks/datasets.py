@@ -123,11 +123,13 @@ AICONFIGURATOR_DEVICES = {
 
 
 def aiconfigurator_generations(root: Path) -> list[Group]:
-    """The bf16 GEMMs and bf16 attention of every device in `AICONFIGURATOR_DEVICES`, each group tagged with it."""
+    """The bf16 and quantised GEMMs and the bf16 attention of every device in `AICONFIGURATOR_DEVICES`, each group
+    tagged with it."""
     groups: list[Group] = []
     for folder, device in AICONFIGURATOR_DEVICES.items():
         base = root / folder
         found = aiconfigurator_gemm(base / "gemm_perf.csv")
+        found.extend(aiconfigurator_quantized_gemm(base / "gemm_perf.csv"))
         for phase in ("context", "generation"):
             found.extend(aiconfigurator_attention(base / f"{phase}_attention_perf.csv", phase))
         for group in found:
@@ -148,6 +150,29 @@ def aiconfigurator_gemm(path: Path) -> list[Group]:
             [f"m={a:.0f} n={b:.0f} k={c:.0f}" for a, b, c in zip(m, n, k, strict=True)], "aiconfigurator",
         )
     ]  # fmt: skip
+
+
+# aiconfigurator's quantised GEMM rows (TensorRT-LLM's PyTorch-flow `Linear` with a quantised checkpoint: a bf16 input
+# quantised inside the timed call, bf16 output; validation/aiconfigurator-b200/README.md) → the matmul's quantization
+# and the report's family.
+QUANTIZED_GEMMS = {"fp8": ("fp8_tensor", "gemm-fp8"), "fp8_block": ("fp8_block", "gemm-fp8-block"),
+                   "nvfp4": ("nvfp4", "gemm-fp4")}  # fmt: skip
+
+
+def aiconfigurator_quantized_gemm(path: Path) -> list[Group]:
+    """`gemm_perf.csv`: its fp8 (dynamic per-tensor), fp8_block and nvfp4 rows, one group each the table has."""
+    rows = _dict_rows(path)
+    groups = []
+    for gemm_dtype, (quantization, family) in QUANTIZED_GEMMS.items():
+        sub = [r for r in rows if r["gemm_dtype"] == gemm_dtype]
+        if not sub:
+            continue
+        m, n, k = col(sub, "m"), col(sub, "n"), col(sub, "k")
+        op = Matmul(m=1, n=1, k=1, dtype="bf16", quantization=quantization)
+        labels = [f"m={a:.0f} n={b:.0f} k={c:.0f}" for a, b, c in zip(m, n, k, strict=True)]
+        groups.append(Group("aiconfigurator", family, [Part(op, {"m": m, "n": n, "k": k})],
+                            col(sub, "latency") * 1e-3, labels, "aiconfigurator"))  # fmt: skip
+    return groups
 
 
 def aiconfigurator_attention(path: Path, phase: str) -> list[Group]:

@@ -10,8 +10,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 
+import roofline
 from bench import loo, validate
-from service.benchmarks.datasets import Group
+from schemas.ops import Matmul
+from service.benchmarks.datasets import Group, Part
 
 
 def _facts() -> loo.Facts:
@@ -91,3 +93,31 @@ def test_the_rules_on_the_a100_rows_give_the_shipped_constants() -> None:
 
 def test_the_shipped_constants_rebuild_the_shipped_scopes() -> None:
     assert validate.scopes_of(replace(loo.SHIPPED)) == validate.SCOPES
+
+
+def test_the_narrow_efficiencies_are_medians_over_the_training_devices_and_a_missing_key_keeps_its_value() -> None:
+    f = _facts()
+    f.narrow_ratio = {"fp8": {"a": 0.7, "b": 0.8, "c": 0.9}, "fp4": {"c": 0.5}}
+    c = dict(loo.derive(f, {"a", "b", "x"}).narrow_matmul_efficiency)
+    assert c["fp8"] == pytest.approx(0.75) and c["fp4"] == roofline.NARROW_MATMUL_EFFICIENCY["fp4"]
+    assert c["fp8_block"] == roofline.NARROW_MATMUL_EFFICIENCY["fp8_block"]
+
+
+def test_a_narrow_ratio_is_the_achieved_share_of_peak_against_bf16_on_the_same_shapes() -> None:
+    """Two shapes of ≥ 2e11 FLOPs on B200 (bf16 2 250, fp8 4 500 TFLOP/s): bf16 100 and 200 µs, fp8 62.5 and 100 µs,
+    so fp8 reaches (100 / 62.5) / 2 = 0.8 and (200 / 100) / 2 = 1.0 of bf16's share; the median is 0.9. A shape only
+    one table holds, or one under 2e11 FLOPs, is not counted."""
+    shapes = {"m": np.array([4096.0, 8192.0, 64.0]), "n": np.array([8192.0, 8192.0, 64.0]),
+              "k": np.array([8192.0, 8192.0, 64.0])}  # fmt: skip
+    bf16 = Group("aiconfigurator", "gemm", [Part(Matmul(m=1, n=1, k=1), shapes)],
+                 np.array([100e-6, 200e-6, 2e-6]), ["", "", ""], "aiconfigurator", "b200")  # fmt: skip
+    fp8_op = Matmul(m=1, n=1, k=1, quantization="fp8_tensor")
+    fp8 = Group("aiconfigurator", "gemm-fp8", [Part(fp8_op, shapes)],
+                np.array([62.5e-6, 100e-6, 1e-6]), ["", "", ""], "aiconfigurator", "b200")  # fmt: skip
+    assert loo.narrow_ratios([bf16, fp8]) == {"fp8": {"b200": pytest.approx(0.9)}}
+
+
+def test_the_rule_on_every_device_with_quantised_rows_gives_the_shipped_narrow_efficiencies() -> None:
+    groups = validate.load()
+    derived = dict(loo.derive(loo.facts(groups), {g.device for g in groups}).narrow_matmul_efficiency)
+    assert derived == dict(roofline.NARROW_MATMUL_EFFICIENCY)

@@ -526,6 +526,34 @@ def test_a_precision_the_device_cannot_run_names_body_op_precision(client: TestC
     assert "'default', 'tf32', 'bf16x3' or 'highest'" in response.json()["message"]
 
 
+# --- quantised products ---------------------------------------------------------------------------------------------
+
+
+def test_a_quantised_matmul_adds_its_input_quantisation_and_runs_at_the_narrow_rate(client: TestClient) -> None:
+    """4096 × 8192 bf16 into dynamic per-tensor fp8 on an H100 (catalogue: 3.35 TB/s, 50 MB L2, fp8 1979 TF/s): the
+    64 MiB input misses L2, so the amax pass and the quantise pass read 2 · 2 B and write 1 B per element from device
+    memory; the product reads A and the weights at 1 B. Five kernels: amax, quantise, memset, scale cast, GEMM."""
+    matmul = {"kind": "matmul", "m": 4096, "n": 1024, "k": 8192, "quantization": "fp8_tensor"}
+    q = op(client, {"hardware": "h100-sxm", "op": matmul})
+    narrow = {**matmul, "quantization": "none", "dtype": "fp8", "out_dtype": "bf16"}
+    plain = op(client, {"hardware": "h100-sxm", "op": narrow})
+    m, k = 4096, 8192
+    # amax's fp32 value, the scale, and the memset and the cast each reading and writing one 4-byte value
+    assert q["bytes"] - plain["bytes"] == 5 * m * k + 4 + 4 + 2 * (4 + 4)
+    assert q["flops"] > plain["flops"] and q["time_s"] > plain["time_s"]
+    assert q["assumptions"]["algorithm"] == "fp8_tensor"
+
+
+def test_a_quantisation_the_device_or_dtype_cannot_run_names_body_op_quantization(client: TestClient) -> None:
+    matmul = {"kind": "matmul", "m": 64, "n": 64, "k": 64, "quantization": "nvfp4"}
+    response = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": matmul})
+    assert rejected(response) == ["body.op.quantization"] and "no fp4 peak" in response.json()["message"]
+    response = client.post("/v1/estimate/op", json={"hardware": "b200", "op": {**matmul, "dtype": "fp8"}})
+    assert rejected(response) == ["body.op.quantization"] and "bf16 or fp16" in response.json()["message"]
+    response = client.post("/v1/estimate/op", json={"hardware": "b200", "op": {**matmul, "quantization": "int3"}})
+    assert rejected(response) == ["body.op.quantization"]
+
+
 def test_a_sliding_window_needs_a_causal_mask_and_shortens_a_decode_step(client: TestClient) -> None:
     attention = {"kind": "attention", "batch": 8, "heads": 32, "kv_heads": 8, "head_dim": 128, "q_len": 1}
     local = {**attention, "kv_len": 16_384, "window": 128, "causal": False}
