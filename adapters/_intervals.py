@@ -27,7 +27,7 @@ CALIBRATED_SOURCE = "the applied calibration's own residuals, capped by the ship
 # Matmuls of their own validation families (bench.validate): quantised products by scheme, fp8 and fp32 inputs.
 _QUANTIZED_FAMILY = {"fp8_tensor": "gemm-fp8", "fp8_block": "gemm-fp8-block", "nvfp4": "gemm-fp4"}
 _NARROW_FAMILY = {"fp8": "gemm-fp8", "fp32": "gemm-fp32"}
-_OWN_FAMILY = ("matmul", "rmsnorm", "layernorm", "softmax", "activation", "elementwise", "rotary", "embedding")
+_OWN_FAMILY = ("moe", "matmul", "rmsnorm", "layernorm", "softmax", "activation", "elementwise", "rotary", "embedding")
 
 
 @functools.cache

@@ -21,6 +21,7 @@ from schemas.ops import (
     Embedding,
     LayerNorm,
     Matmul,
+    MoeLayer,
     Op,
     Reduction,
     RmsNorm,
@@ -66,6 +67,11 @@ def kernels(hw: roofline.Hardware, op: Any, v: dict[str, Any]) -> list[roofline.
                 hw, v["batch"], v["heads"], v["heads"] if v["kv_heads"] is None else v["kv_heads"], v["head_dim"],
                 v["q_len"], v["kv_len"],
                 op.causal, str(op.implementation), op.dtype, op.window,
+            )  # fmt: skip
+        case MoeLayer():
+            return roofline.moe(
+                hw, v["tokens"], v["hidden"], v["inter"], v["top_k"], v["experts"], v["tensor"], v["expert"],
+                op.gated, op.dtype, str(op.quantization), str(op.routing), op.alpha,
             )  # fmt: skip
     raise ValueError(f"unsupported op kind {getattr(op, 'kind', op)!r}")
 
@@ -127,6 +133,14 @@ def _check_dtype(hw: roofline.Hardware, op: Any, where: str) -> None:
             hw.matrix_peak(str(op.dtype))
         except ValueError as err:
             raise InvalidField(f"{where}.dtype", str(err)) from None
+    elif isinstance(op, MoeLayer):
+        narrow = str(op.dtype) if op.quantization == "none" else roofline.QUANTIZATIONS[str(op.quantization)].dtype
+        try:
+            hw.matrix_peak(narrow)
+        except ValueError as err:
+            raise InvalidField(
+                f"{where}.{'dtype' if op.quantization == 'none' else 'quantization'}", str(err)
+            ) from None
 
 
 def evaluate(
@@ -172,6 +186,8 @@ def check_sweep(op: Op, vary: dict[str, list[float]], where: str = "body.sweep")
         value = fields.get(name)
         if name == "kv_heads" and isinstance(op, Attention):
             continue
+        if name == "alpha" and isinstance(op, MoeLayer):
+            raise InvalidField(f"{where}.vary.alpha", "a MoE op's routing exponent is not a size: list the ops instead")
         if name not in fields or not isinstance(value, int | float) or isinstance(value, bool):
             raise InvalidField(f"{where}.vary.{name}", f"not a numeric field of a {op.kind} op")
 
@@ -196,6 +212,22 @@ def _check_attention_grid(op: Attention, arrays: dict[str, Any], where: str) -> 
             )
 
 
+def _check_moe_grid(op: MoeLayer, arrays: dict[str, Any], where: str) -> None:
+    """A MoE op's cross-field rules on every point of a grid: top_k ≤ experts, expert parallelism divides experts."""
+    top_k, experts = np.asarray(arrays.get("top_k", op.top_k)), np.asarray(arrays.get("experts", op.experts))
+    expert = np.asarray(arrays.get("expert", op.expert))
+    top_k, experts, expert = np.broadcast_arrays(top_k, experts, expert)
+    for bad, names, rule in (
+        (top_k > experts, ("top_k", "experts"), "experts must be at least top_k"),
+        (np.mod(experts, expert) != 0, ("expert", "experts"), "expert parallelism must divide experts"),
+    ):
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            name = next((n for n in names if n in arrays), names[0])
+            raise InvalidField(f"{where}.vary.{name}", f"{rule} (point {i}: top_k {top_k[i]:g}, experts "
+                               f"{experts[i]:g}, expert {expert[i]:g})")  # fmt: skip
+
+
 def sweep(
     hw: roofline.Hardware, op: Op, vary: dict[str, list[float]], where: str = "body.sweep"
 ) -> tuple[roofline.Estimate, dict[str, list[float]]]:
@@ -207,6 +239,8 @@ def sweep(
     arrays = {n: m.ravel() for n, m in zip(names, mesh, strict=True)}
     if isinstance(op, Attention):
         _check_attention_grid(op, arrays, where)
+    if isinstance(op, MoeLayer):
+        _check_moe_grid(op, arrays, where)
     points = int(mesh[0].size)
     return evaluate(hw, op, arrays, f"{where}.op", points), {n: a.tolist() for n, a in arrays.items()}
 

@@ -55,6 +55,9 @@ MAX_SOURCES = 100  # citations, notes and figure_sources entries of one profile 
 
 # A product of four dimensions (a batched matmul's 2·b·m·n·k FLOPs) stays below 2⁹⁷, finite and far from overflow.
 MAX_DIM = 1 << 24
+# A MoE op's experts: the largest published MoE layers hold 384 (Kimi K2) and 512 (Qwen3.5-397B-A17B) experts; twice
+# that leaves room while keeping a power-law routing's per-point work (one pass over the experts) bounded.
+MAX_EXPERTS = 1024
 # An element count: 2⁴⁰ bf16 elements is 2 TiB, more than any device's memory.
 MAX_ELEMENTS = 1 << 40
 # Tokens of one request: 2 097 152 is twice the longest context any model ships (1M).

@@ -290,6 +290,72 @@ class Attention(InputModel):
         return window
 
 
+class MoeQuantization(StrEnum):
+    """The experts' products (`roofline.ops.QUANTIZATIONS`): `none` (at `dtype`), `fp8_tensor`, `fp8_block`, `nvfp4`,
+    `w4a8_mxfp4_mxfp8` (MXFP4 weights, MXFP8 activations: gpt-oss on Blackwell) or `w4a16_mxfp4` (MXFP4 weights,
+    16-bit activations). The activations are quantised inside the expand and activation kernels."""
+
+    none = "none"
+    fp8_tensor = "fp8_tensor"
+    fp8_block = "fp8_block"
+    nvfp4 = "nvfp4"
+    w4a8_mxfp4_mxfp8 = "w4a8_mxfp4_mxfp8"
+    w4a16_mxfp4 = "w4a16_mxfp4"
+
+
+class MoeRouting(StrEnum):
+    """How the tokens spread over the experts: `uniform` (independent top-k routing, in expectation), `balanced`
+    (every expert gets tokens · top_k / experts exactly, as benchmark harnesses route) or `power_law` (experts'
+    loads from a bounded power law of exponent `alpha`; the device is the most loaded expert-parallel rank)."""
+
+    uniform = "uniform"
+    balanced = "balanced"
+    power_law = "power_law"
+
+
+class MoeLayer(InputModel):
+    """A mixture-of-experts FFN on one device, as TensorRT-LLM's fused MoE runs it: routing, expand (permute), the
+    gate/up grouped GEMM, the activation, the down grouped GEMM, finalize (unpermute and weighted sum)."""
+
+    kind: Literal["moe"] = "moe"
+    tokens: Dim = Field(description="Tokens entering the layer (every token of the expert group, before routing).")
+    hidden: Dim
+    inter: Dim = Field(description="One expert's intermediate width (moe_intermediate_size), before tensor splits.")
+    top_k: Dim
+    experts: int = Field(gt=0, le=limits.MAX_EXPERTS, description="Routed experts, 1 … 1 024.")
+    tensor: Dim = Field(default=1, description="Devices each expert's intermediate width is split over.")
+    expert: Dim = Field(default=1, description="Devices the experts are split over (expert parallelism).")
+    gated: bool = Field(default=True, description="SwiGLU (gate and up projections); false: up only (squared ReLU).")
+    dtype: Dtype = Dtype.bf16
+    quantization: MoeQuantization = MoeQuantization.none
+    routing: MoeRouting = MoeRouting.uniform
+    alpha: float = Field(default=1.2, gt=1.0, le=3.0, description="The power law's exponent (routing power_law).")
+
+    @field_validator("experts")
+    @classmethod
+    def _experts_hold_top_k(cls, value: int, info: ValidationInfo) -> int:
+        top_k = info.data.get("top_k")
+        if top_k is not None and top_k > value:
+            raise ValueError(f"experts must be at least top_k ({top_k})")
+        return value
+
+    @field_validator("expert")
+    @classmethod
+    def _expert_divides_experts(cls, value: int, info: ValidationInfo) -> int:
+        experts = info.data.get("experts")
+        if experts is not None and experts % value:
+            raise ValueError(f"expert parallelism must divide experts ({experts})")
+        return value
+
+    @field_validator("quantization")
+    @classmethod
+    def _quantized_input_is_16_bit(cls, value: MoeQuantization, info: ValidationInfo) -> MoeQuantization:
+        dtype = info.data.get("dtype")
+        if value != MoeQuantization.none and dtype not in (Dtype.bf16, Dtype.fp16):
+            raise ValueError(f"quantization {value} quantises a 16-bit input: dtype must be bf16 or fp16, not {dtype}")
+        return value
+
+
 # The leaf op classes, once: LeafOp, Op and schemas.benchmarks.ResultOp are unions of them on `kind`.
 LEAF_OPS = (
     Matmul
@@ -323,4 +389,5 @@ class Chain(InputModel):
     )
 
 
-Op = Annotated[LEAF_OPS | Chain, Field(discriminator="kind")]
+# A MoE layer is a whole sequence of kernels: an op of its own, not a leaf of a chain.
+Op = Annotated[LEAF_OPS | Chain | MoeLayer, Field(discriminator="kind")]

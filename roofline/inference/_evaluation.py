@@ -15,10 +15,11 @@ from roofline._kernels import Kernel, single
 from roofline._num import Array
 from roofline.collectives import Topology, collective
 from roofline.inference._config import Corrector, InferenceConfigError, IntArray, OpGroup, System
-from roofline.ops import activation, attention, elementwise, embedding, layernorm, matmul, rotary, softmax
+from roofline.ops import activation, attention, elementwise, embedding, layernorm, matmul, moe, rotary, softmax
 
 _OPS: dict[str, Callable[..., list[Kernel]]] = {
     "matmul": matmul,
+    "moe": moe,
     "attention": attention,
     "softmax": softmax,
     "layernorm": layernorm,

@@ -17,7 +17,7 @@ from roofline._hardware import dtype_bytes
 from roofline._num import Array
 from roofline.inference._config import InferenceRun, IntArray
 from roofline.inference._evaluation import Call, Evaluator
-from roofline.inference._memory import expert_shard, is_window_layer, kv_heads_per_device, touched_experts
+from roofline.inference._memory import expert_shard, is_window_layer, kv_heads_per_device
 from roofline.inference._phase import Pass
 from roofline.ops import DECODE_MAX_PACKED_GROUP
 
@@ -283,32 +283,36 @@ class LayerOps:
             self.residual_add(self.n_dense)
 
     def experts(self) -> None:
-        """A mixture-of-experts FFN: router, the experts the batch's tokens touch, shared experts, the weighted sum,
-        and the all-to-all of an expert group wider than the tensor group."""
+        """A mixture-of-experts FFN: the router, the routed experts as a fused MoE runs them (`roofline.ops.moe`:
+        routing, expand, the two grouped GEMMs over the experts the tokens touch, the activation, finalize), shared
+        experts, the residual (and shared experts') sum, and the all-to-all of an expert group wider than the tensor
+        group."""
         m, d, g, tok, t, n_moe = self.m, self.d, self.g, self.tok, self.t, self.n_moe
         up_epilogue, up_out = self.up_epilogue, self.up_out
         e, ep = m.moe, float(self.par.expert)
         assert e is not None
         # The expert group routes the tokens of its tensor group, or of ep/t replicas when it is wider; each
         # device holds E/ep experts, each split over t/ep devices when ep < t (`expert_shard`).
-        width = e.expert_ffn * ep / expert_shard(m, self.par)
+        split = expert_shard(m, self.par) / ep
         group_tokens = tok * max(1.0, ep / t)
-        touched = touched_experts(e.experts, e.top_k, group_tokens) / ep  # on this device
-        pairs = group_tokens * e.top_k / ep  # token-expert pairs this device computes
-        per_expert = pairs / touched
         self.linear("router", float(e.experts), d, n_moe, weight=self.table_factor)
-        self.linear("experts_up", g * width, d, n_moe, up_epilogue, up_out, rows=per_expert, batch=touched)
-        self.activation("experts_activation", pairs * width, n_moe)
-        self.linear("experts_down", d, width, n_moe, rows=per_expert, batch=touched)
-        inputs = e.top_k + 1.0  # the k expert outputs and the residual, weighted and summed
+        sizes = {
+            "tokens": group_tokens, "hidden": _full(d, tok.shape), "inter": _full(float(e.expert_ffn), tok.shape),
+            "top_k": _full(float(e.top_k), tok.shape), "experts": _full(float(e.experts), tok.shape),
+            "tensor": _full(split, tok.shape), "expert": _full(ep, tok.shape),
+        }  # fmt: skip
+        weights = None if self.prec.weights == self.act else self.prec.weights
+        static = {"dtype": self.act, "gated": bool(m.gated), "routing": "uniform", "weight_dtype": weights}
+        self.ps.add("experts", self.call("moe", sizes, static, self.inv), n_moe)
+        inputs = 2.0  # the routed experts' sum and the residual
         if e.shared_experts:
             shared = e.shared_experts * e.expert_ffn / t
             self.linear("shared_experts_up", g * shared, d, n_moe, up_epilogue, up_out)
             self.activation("shared_experts_activation", tok * shared, n_moe)
             self.linear("shared_experts_down", d, shared, n_moe)
             inputs += 1.0
-        static = {"inputs": inputs, "outputs": 1, "flops_per_element": 2.0 * inputs}
-        self.vector("experts_combine", "elementwise", n_moe, static, elements=tok * d)
+        static_sum = {"inputs": inputs, "outputs": 1, "flops_per_element": inputs - 1.0}
+        self.vector("experts_combine", "elementwise", n_moe, static_sum, elements=tok * d)
         if ep > t:
             # Dispatch and combine: each device sends its share of the tokens' k copies (Lepikhin et al. 2020).
             message = tok * e.top_k * d * self.s_act / t

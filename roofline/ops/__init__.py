@@ -1,7 +1,7 @@
 """Ops as the kernels they run, by family: matrix products and their tile search (`matmul`), attention with its
 flash tile schedule, TensorRT-LLM's XQA decode and masked MHA (`attention`), and memory-bound streaming ops
 (elementwise, activations, reductions, softmax, norms, rotary, embedding, cross-entropy); the kernels that
-quantise a product's input (`QUANTIZATIONS`).
+quantise a product's input (`QUANTIZATIONS`); a mixture-of-experts layer as a fused MoE runs it (`moe`).
 
 Every function takes sizes as numbers or numpy arrays that broadcast together and returns the op's kernels
 (`roofline.Kernel`); `roofline.single` and `roofline.chain` turn kernels into an `Estimate`.
@@ -24,6 +24,7 @@ from roofline.ops._memory_bound import (
     rotary,
     softmax,
 )
+from roofline.ops._moe import ROUTINGS, moe, rank_load
 from roofline.ops._precision import PRECISIONS, matmul_algorithm, matmul_rate
 from roofline.ops._quantize import QUANTIZATIONS, Quantization
 
@@ -39,6 +40,7 @@ __all__ = [
     "PAGED_KV_ROUND_TRIPS",
     "PRECISIONS",
     "QUANTIZATIONS",
+    "ROUTINGS",
     "SPLIT_K",
     "XQA_KV_ROUND_TRIPS",
     "Quantization",
@@ -53,6 +55,8 @@ __all__ = [
     "matmul",
     "matmul_algorithm",
     "matmul_rate",
+    "moe",
+    "rank_load",
     "reduction",
     "rotary",
     "softmax",

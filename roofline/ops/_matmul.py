@@ -184,12 +184,14 @@ def matmul(
     fuse_epilogue: bool = True,
     precision: str = "default",
     quantization: str = "none",
+    input_quantized: bool = False,
 ) -> list[Kernel]:
     """C[b, m, n] = A[b, m, k] · B[b, k, n], with an optional elementwise epilogue on C.
 
     `quantization` (`roofline.ops.QUANTIZATIONS`): A arrives in `dtype` (16-bit) and is quantised by its own kernels
     before a product at the scheme's narrow type, whose B (the weights) is stored quantised with its scales; C is
-    written in `out_dtype` or `dtype`. "none": the product runs at `dtype`.
+    written in `out_dtype` or `dtype`. "none": the product runs at `dtype`. `input_quantized`: A arrives already
+    quantised (the kernel before wrote it narrow, as a fused MoE's expand kernel does): no quantise kernels.
 
     Matrix efficiency is the device's bf16 figure times the narrow types' own factor (`Hardware.matmul_efficiency`:
     fp8, fp8 with block scales, fp4).
@@ -216,7 +218,7 @@ def matmul(
         efficiency_key = algorithm
     else:
         q = _quantization(quantization)
-        before = quantize_input(hw, b * m * k, q, dtype_bytes(dtype))
+        before = [] if input_quantized else quantize_input(hw, b * m * k, q, dtype_bytes(dtype))
         s_in, s_weight = dtype_bytes(q.dtype), q.weight_bytes
         peak, unit = hw.matrix_peak(q.dtype)
         algorithm, efficiency_key = quantization, q.efficiency

@@ -41,12 +41,17 @@ class Quantization:
     weight_bytes: float  # bytes per weight element the product reads, scales included
     split_k: bool  # whether the product's library splits k over an under-filled grid (`roofline.ops.SPLIT_K`)
     min_tile_m: int = 0  # the product's smallest output-tile height (rows of A per thread block)
+    quantizes_input: bool = True  # False: weight-only (the input stays 16-bit, dequantised weights in the kernel)
 
 
 QUANTIZATIONS: dict[str, Quantization] = {
     "fp8_tensor": Quantization("fp8", "fp8", 2.0, 1.0, None, 4.0, 2, 1.0, True),
     "fp8_block": Quantization("fp8", "fp8_block", 1.0, 1.0, 128.0, 4.0, 0, 1.0 + 4.0 / (128.0 * 128.0), False),
     "nvfp4": Quantization("fp4", "fp4", 1.0, 0.5, 16.0, 1.0, 0, 0.5 + 1.0 / 16.0, False, 128),
+    # gpt-oss's MXFP4 experts (OCP MX: 4-bit values, one e8m0 scale per 32): with MXFP8 activations (one quantise
+    # kernel, a scale per 32) on the fp8 path, or weight-only with bf16 activations on the bf16 path.
+    "w4a8_mxfp4_mxfp8": Quantization("fp8", "fp8", 1.0, 1.0, 32.0, 1.0, 0, 0.5 + 1.0 / 32.0, False, 128),
+    "w4a16_mxfp4": Quantization("bf16", "bf16", 0.0, 2.0, None, 0.0, 0, 0.5 + 1.0 / 32.0, False, 0, False),
 }
 
 
@@ -67,6 +72,8 @@ def quantize_input(hw: Hardware, elements: Num, q: Quantization, in_bytes: float
     `Hardware.shared_l2_read_bytes_per_s` where no L2 bandwidth is published), not from device memory. On a GDDR
     device the L2 serves it several times faster than memory; on B200 its per-SM L2 rate is below the HBM3e rate."""
     zero = _num.zeros_like(elements)
+    if not q.quantizes_input:
+        return []
     size = in_bytes * elements
     cached = _num.where(size <= hw.cache_bytes, 1.0, 0.0) if hw.shared_l2_read_bytes_per_s is not None else zero
 

@@ -18,7 +18,19 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas.ops import Activation, Attention, Elementwise, Embedding, LayerNorm, Matmul, Op, RmsNorm, Rotary, Softmax
+from schemas.ops import (
+    Activation,
+    Attention,
+    Elementwise,
+    Embedding,
+    LayerNorm,
+    Matmul,
+    MoeLayer,
+    Op,
+    RmsNorm,
+    Rotary,
+    Softmax,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO / "validation"
@@ -130,6 +142,7 @@ def aiconfigurator_generations(root: Path) -> list[Group]:
         base = root / folder
         found = aiconfigurator_gemm(base / "gemm_perf.csv")
         found.extend(aiconfigurator_quantized_gemm(base / "gemm_perf.csv"))
+        found.extend(aiconfigurator_moe(base / "moe_perf.csv"))
         for phase in ("context", "generation"):
             found.extend(aiconfigurator_attention(base / f"{phase}_attention_perf.csv", phase))
         for group in found:
@@ -172,6 +185,39 @@ def aiconfigurator_quantized_gemm(path: Path) -> list[Group]:
         labels = [f"m={a:.0f} n={b:.0f} k={c:.0f}" for a, b, c in zip(m, n, k, strict=True)]
         groups.append(Group("aiconfigurator", family, [Part(op, {"m": m, "n": n, "k": k})],
                             col(sub, "latency") * 1e-3, labels, "aiconfigurator"))  # fmt: skip
+    return groups
+
+
+# aiconfigurator's MoE rows (validation/aiconfigurator-b200/README.md): `moe_dtype` → the experts' quantization.
+MOE_QUANTIZATIONS = {"bfloat16": "none", "fp8": "fp8_tensor", "fp8_block": "fp8_block", "nvfp4": "nvfp4",
+                     "w4a8_mxfp4_mxfp8": "w4a8_mxfp4_mxfp8", "w4a16_mxfp4": "w4a16_mxfp4"}  # fmt: skip
+
+
+def aiconfigurator_moe(path: Path) -> list[Group]:
+    """`moe_perf.csv`: one rank's fused-MoE layer (TensorRT-LLM 1.3.0rc20, CUDA-graph replay). `num_tokens` are the
+    tokens entering the layer; the rank holds num_experts / moe_ep_size experts of inter_size / moe_tp_size each.
+    `*_nongated` kernel sources run an ungated FFN (squared ReLU); `balanced` routing is round-robin, `power_law_α`
+    draws the experts' loads from a power law and times the most-loaded rank (`roofline.ops.moe`)."""
+    rows = _dict_rows(path)
+    variants = sorted({(r["moe_dtype"], r["kernel_source"].endswith("nongated"), r["distribution"]) for r in rows})
+    groups = []
+    for moe_dtype, nongated, distribution in variants:
+        sub = [r for r in rows if (r["moe_dtype"], r["kernel_source"].endswith("nongated"), r["distribution"])
+               == (moe_dtype, nongated, distribution)]  # fmt: skip
+        routing, alpha = ("balanced", 1.2) if distribution == "balanced" else ("power_law", float(distribution[10:]))
+        op = MoeLayer(tokens=1, hidden=1, inter=1, top_k=1, experts=1, gated=not nongated,
+                      quantization=MOE_QUANTIZATIONS[moe_dtype], routing=routing, alpha=alpha)  # fmt: skip
+        names = {"tokens": "num_tokens", "hidden": "hidden_size", "inter": "inter_size", "top_k": "topk",
+                 "experts": "num_experts", "tensor": "moe_tp_size", "expert": "moe_ep_size"}  # fmt: skip
+        sizes = {field: col(sub, column) for field, column in names.items()}
+        labels = [
+            f"{moe_dtype} {distribution} T={r['num_tokens']} h={r['hidden_size']} i={r['inter_size']} "
+            f"k={r['topk']} E={r['num_experts']} tp={r['moe_tp_size']} ep={r['moe_ep_size']}"
+            + (" nongated" if nongated else "")
+            for r in sub
+        ]
+        groups.append(Group("aiconfigurator", "moe", [Part(op, sizes)], col(sub, "latency") * 1e-3, labels,
+                            "aiconfigurator"))  # fmt: skip
     return groups
 
 

@@ -22,7 +22,7 @@ GENERATIONS = {"b200", "l40s", "rtx-pro-6000-server"}
 # XLA's matmul table (validation/xla): B200 and gfx950 (MI355X), 16-bit, fp8 and f32 products.
 XLA = {("xla", f, device) for f in ("gemm", "gemm-fp8", "gemm-fp32") for device in ("b200", "mi355x")}
 # Their quantised GEMMs: dynamic per-tensor fp8 and 1x128-block fp8 on all three, NVFP4 where the device has fp4.
-QUANTISED = {("aiconfigurator", f, d) for f in ("gemm-fp8", "gemm-fp8-block") for d in GENERATIONS} | {
+QUANTISED = {("aiconfigurator", f, d) for f in ("gemm-fp8", "gemm-fp8-block", "moe") for d in GENERATIONS} | {
     ("aiconfigurator", "gemm-fp4", d) for d in ("b200", "rtx-pro-6000-server")
 }
 EXPECTED = (

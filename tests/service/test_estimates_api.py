@@ -554,6 +554,43 @@ def test_a_quantisation_the_device_or_dtype_cannot_run_names_body_op_quantizatio
     assert rejected(response) == ["body.op.quantization"]
 
 
+# --- mixture-of-experts layers --------------------------------------------------------------------------------------
+
+
+def test_a_moe_layer_is_six_kernels_over_the_pairs_routed_to_the_device(client: TestClient) -> None:
+    """DeepSeek-V3's experts (hidden 7 168, width 2 048, top-8 of 256) over 8 devices, 1 024 tokens, balanced: 1 024
+    pairs on this device, 32 per local expert; FLOPs: routing 2 per logit, expand 1 per element, gate/up 2·P·2w·h,
+    SwiGLU 4 per element, down 2·P·w·h, finalize 2·k per output element."""
+    moe = {"kind": "moe", "tokens": 1024, "hidden": 7168, "inter": 2048, "top_k": 8, "experts": 256, "expert": 8,
+           "routing": "balanced"}  # fmt: skip
+    est = op(client, {"hardware": "h100-sxm", "op": moe})
+    t, h, w, k, e, pairs = 1024, 7168, 2048, 8, 256, 1024
+    flops = 2 * t * e + pairs * h + 2 * pairs * 2 * w * h + 4 * pairs * w + 2 * pairs * w * h + 2 * k / 8 * t * h
+    assert est["flops"] == pytest.approx(flops)
+    assert est["assumptions"]["kernels"] == 6
+    # 8 192 tokens: the most-loaded rank of a power-law routing computes more pairs than a balanced one
+    big = {**moe, "tokens": 8192}
+    skewed = op(client, {"hardware": "h100-sxm", "op": {**big, "routing": "power_law", "alpha": 1.2}})
+    assert skewed["flops"] > op(client, {"hardware": "h100-sxm", "op": big})["flops"]
+
+
+def test_a_moe_layer_names_its_bad_field(client: TestClient) -> None:
+    moe = {"kind": "moe", "tokens": 16, "hidden": 1024, "inter": 512, "top_k": 8, "experts": 64}
+    bad = [
+        ({**moe, "experts": 4}, "body.op.experts"),
+        ({**moe, "expert": 3}, "body.op.expert"),
+        ({**moe, "routing": "zipf"}, "body.op.routing"),
+        ({**moe, "alpha": 0.5}, "body.op.alpha"),
+        ({**moe, "dtype": "fp8", "quantization": "fp8_tensor"}, "body.op.quantization"),
+    ]
+    for body, field in bad:
+        assert rejected(client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": body})) == [field]
+    response = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": {**moe, "quantization": "nvfp4"}})
+    assert rejected(response) == ["body.op.quantization"] and "no fp4 peak" in response.json()["message"]
+    sweep = {"hardware": "h100-sxm", "sweep": {"op": moe, "vary": {"experts": [64, 4]}}}
+    assert rejected(client.post("/v1/estimate/ops", json=sweep)) == ["body.sweep.vary.experts"]
+
+
 def test_a_sliding_window_needs_a_causal_mask_and_shortens_a_decode_step(client: TestClient) -> None:
     attention = {"kind": "attention", "batch": 8, "heads": 32, "kv_heads": 8, "head_dim": 128, "q_len": 1}
     local = {**attention, "kv_len": 16_384, "window": 128, "causal": False}

@@ -206,7 +206,7 @@ def test_an_interleaved_moe_model_runs_its_dense_and_moe_layers(client: TestClie
     assert response.status_code == 200, response.text
     read = InferenceRead.model_validate(response.json())
     calls = {row.op: row.calls_per_pass for row in read.breakdown.decode.ops}
-    assert calls["ffn_up"] == calls["experts_up"] == 24  # 48 layers, every other one MoE (layer_step 2)
+    assert calls["ffn_up"] == calls["experts"] == 24  # 48 layers, every other one MoE (layer_step 2)
     assert read.parameters.total == 400_711_848_960  # hardware_db/models/llama-4-maverick.yaml's count
 
 

@@ -40,13 +40,27 @@ def test_mixtral_memory_counts_every_expert_flops_top_k_and_decode_reads_touched
     for batch in (1, 16):
         est = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload.uniform(batch, 64, 2)))
         assert est.memory.weights_bytes == 2 * 46_702_792_704
-        up = rows(est.decode)["experts_up"]  # one step: each token's k experts, gate and up (2f wide)
-        # + the fused SiLU epilogue, 4 FLOPs per element of the product.
-        assert up.flops == pytest.approx(layers * (2 * batch * top_k * 2 * f * d + 4 * batch * top_k * 2 * f))
+        moe = rows(est.decode)["experts"]  # one step: the fused MoE's six kernels (roofline.ops.moe)
+        t, pairs = batch, batch * top_k  # tokens, token-expert pairs
         touched = experts * (1 - (1 - top_k / experts) ** batch)  # 2 for one token; 7.92 for 16
-        weights_read = layers * touched * d * 2 * f * 2
-        activations = layers * (batch * top_k * d + batch * top_k * f) * 2  # tokens in, act(gate)·up out (fused)
-        assert up.bytes == pytest.approx(weights_read + activations)
+        flops = (
+            2 * t * experts  # routing: top-k over each token's logits
+            + pairs * d  # expand: one per copied element
+            + 2 * pairs * 2 * f * d  # gate and up, 2f wide
+            + 4 * pairs * f  # SiLU(gate) · up
+            + 2 * pairs * f * d  # down
+            + 2 * top_k * t * d  # finalize: k weighted outputs per token
+        )
+        assert moe.flops == pytest.approx(layers * flops)
+        moved = (
+            4 * t * experts + 8 * t * top_k  # routing: fp32 logits in; ids and weights out
+            + 2 * (2 * pairs * d)  # expand: rows in, rows out (bf16)
+            + 2 * (pairs * d + touched * d * 2 * f + pairs * 2 * f)  # gate/up: tokens, touched experts' weights, out
+            + 2 * (2 * pairs * f + pairs * f)  # activation: gate and up in, product out
+            + 2 * (pairs * f + touched * f * d + pairs * d)  # down
+            + 2 * (pairs * d + t * d)  # finalize
+        )  # fmt: skip
+        assert moe.bytes == pytest.approx(layers * moved)
     assert inf.touched_experts(8, 2, 1) == pytest.approx(2.0)
     assert inf.touched_experts(8, 2, 16) == pytest.approx(8 * (1 - 0.75**16))  # 7.92
     assert inf.touched_experts(256, 8, 4096) == pytest.approx(256.0)

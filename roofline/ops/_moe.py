@@ -1,0 +1,148 @@
+"""A mixture-of-experts FFN on one device, as TensorRT-LLM's fused-MoE flow runs it (`CutlassMoeFCRunner::runMoe` in
+`cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/`; its routing, permute and finalize kernels in
+`cpp/tensorrt_llm/kernels/moe_kernels.cu`, read in FlashInfer 0.7.2's vendored copy; decision 0029):
+
+1. routing: the top-k of each token's router logits and their softmax weights (one kernel over tokens × experts);
+2. expand: the tokens routed to this device's experts are copied into expert order (`expandInputRowsKernel`),
+   quantised on the way when the products are narrow;
+3. the first grouped GEMM (gate and up projections of every local expert: rows = its tokens);
+4. the activation (SwiGLU: act(gate) · up, or squared ReLU without a gate), writing the second GEMM's input;
+5. the second grouped GEMM (down projections);
+6. finalize (`finalizeMoeRoutingKernel`): each token's k expert outputs, weighted and summed, back in token order.
+
+A grouped GEMM schedules every expert's tiles over the device together: its tiles and waves are those of a batched
+product of `touched` experts with `per_expert` rows each (`roofline.ops.matmul`'s batch), and it reads each touched
+expert's weights once.
+
+`tensor` splits each expert's intermediate width over devices (the first GEMM's columns, the second's k); `expert`
+splits the experts: the device holds experts / expert of them and computes the pairs routed there. `tokens` are the
+tokens entering the layer (every token of the expert group, before routing).
+
+Routing: `uniform` is independent top-k routing in expectation (a batch of T tokens touches E·(1 − (1 − k/E)^T)
+experts; the inference core's assumption); `balanced` assigns every expert T·k/E tokens exactly (round-robin, as
+benchmark harnesses do); `power_law` draws the experts' loads from a bounded power law of exponent `alpha`, and the
+device is the most loaded of the expert-parallel ranks (`rank_load`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from roofline import _num
+from roofline._estimate import Array, Num
+from roofline._hardware import Hardware, dtype_bytes
+from roofline._kernels import Kernel, arr
+from roofline.ops._matmul import matmul
+from roofline.ops._memory_bound import elementwise_kernel
+from roofline.ops._quantize import Quantization, quantization
+
+ROUTINGS = ("uniform", "balanced", "power_law")
+# aiconfigurator's synthetic power-law routing (its collector, as its own model describes it): each expert's weight
+# drawn from a bounded power law on [1, 0.8 · tokens]; the loads are the weights scaled to tokens · k; the
+# most-loaded expert-parallel group is the one timed. Modelled with the law's stratified quantiles (one per expert):
+# the most-loaded rank is the one holding the hottest expert, its other experts at the mean load of the rest.
+POWER_LAW_MAX_SHARE = 0.8
+
+
+@functools.lru_cache(maxsize=65536)
+def rank_load(experts: int, ranks: int, top_k: int, tokens: int, alpha: float) -> tuple[float, float]:
+    """Under power-law routing: the pairs the most-loaded of `ranks` expert groups computes, relative to the balanced
+    tokens · k / ranks, and the experts of that group with at least one token."""
+    pairs = float(tokens * top_k)
+    per_rank = experts // ranks
+    if tokens * top_k <= experts or tokens < 2:
+        return 1.0, float(max(1.0, min(per_rank, pairs / ranks)))
+    high = POWER_LAW_MAX_SHARE * tokens
+    u = (np.arange(experts) + 0.5) / experts
+    if abs(alpha - 1.0) < 1e-9:
+        weights = high**u
+    else:  # inverse CDF of p(x) ∝ x^-alpha on [1, high]
+        a = 1.0 - alpha
+        weights = (1.0 + u * (high**a - 1.0)) ** (1.0 / a)
+    load = np.minimum(weights / weights.sum() * pairs, float(tokens))  # an expert sees a token at most once
+    load *= pairs / load.sum()
+    hottest = float(load.max())
+    others = (pairs - hottest) / max(experts - 1, 1)
+    heaviest = hottest + (per_rank - 1) * others
+    touched = 1.0 + (per_rank - 1) * min(1.0, float(np.mean(load >= 0.5)))
+    return heaviest / (pairs / ranks), touched
+
+
+def _routed(experts: Num, top_k: Num, tokens: Num, expert: Num, routing: str, alpha: float) -> tuple[Num, Num]:
+    """This device's token-expert pairs and the local experts they touch."""
+    local = experts / expert
+    pairs = tokens * top_k / expert
+    if routing == "uniform":
+        touched = experts * (1.0 - (1.0 - top_k / experts) ** tokens) / expert
+        return pairs, _num.maximum(touched, _num.minimum(pairs, 1.0))
+    if routing == "balanced":
+        return pairs, _num.minimum(local, _num.maximum(_num.ceil(pairs), 1.0))
+    if routing != "power_law":
+        raise ValueError(f"unknown routing {routing!r}; known: {', '.join(ROUTINGS)}")
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (experts, top_k, tokens, expert)))
+    e, k, t, r = (np.broadcast_to(arr(x), shape).reshape(-1) for x in (experts, top_k, tokens, expert))
+    out = [rank_load(int(n), int(ranks), int(top), int(count), alpha)
+           for n, top, count, ranks in zip(e, k, t, r, strict=True)]  # fmt: skip
+    factor = np.array([f for f, _ in out]).reshape(shape)
+    used: Array = np.array([n for _, n in out]).reshape(shape)
+    if not shape:
+        return float(pairs * factor), float(used)
+    return pairs * factor, used
+
+
+def moe(
+    hw: Hardware,
+    tokens: Num,
+    hidden: Num,
+    inter: Num,
+    top_k: Num,
+    experts: Num,
+    tensor: Num = 1.0,
+    expert: Num = 1.0,
+    gated: bool = True,
+    dtype: str = "bf16",
+    quantization_scheme: str = "none",
+    routing: str = "uniform",
+    alpha: float = 1.2,
+    weight_dtype: str | None = None,
+) -> list[Kernel]:
+    """The kernels of one MoE layer on one device (module docstring). `quantization_scheme` (`QUANTIZATIONS`, or
+    "none": the products at `dtype`) sets the products' type, the weights' bytes and the narrow efficiency; the
+    input's quantisation is fused into the expand kernel and the second GEMM's into the activation kernel.
+    `weight_dtype` (scheme "none" only): the experts' weights stored narrower than `dtype` and dequantised in the
+    kernel (weight-only quantisation), read at its size."""
+    t, h, i, k, e = (_num.num(x) for x in (tokens, hidden, inter, top_k, experts))
+    tp, ep = _num.num(tensor), _num.num(expert)
+    s = dtype_bytes(dtype)
+    q: Quantization | None = None if quantization_scheme == "none" else quantization(quantization_scheme)
+    s_q = s if q is None or not q.quantizes_input else q.out_bytes + (q.scale_bytes / q.group if q.group else 0.0)
+    g = 2.0 if gated else 1.0
+    width = i / tp
+    pairs, touched = _routed(e, k, t, ep, routing, alpha)
+    per_expert = pairs / touched
+    zero = _num.zeros_like(pairs)
+    kernels = [
+        # routing: read each token's logits (fp32), write its k expert ids and weights
+        elementwise_kernel(hw, t * e, 2.0, 1.0, zero, 4.0 * t * e, 8.0 * t * k, 4.0),
+        # expand: read the routed tokens' rows, write them in expert order (quantised when the products are narrow)
+        elementwise_kernel(hw, pairs * h, 1.0, 0.0, zero, s * pairs * h, s_q * pairs * h, s),
+    ]
+    scheme = quantization_scheme if q else "none"
+    products = [
+        matmul(hw, per_expert, g * width, h, touched, dtype, dtype, quantization=scheme, input_quantized=True),
+        matmul(hw, per_expert, h, width, touched, dtype, dtype, quantization=scheme, input_quantized=True),
+    ]
+    if weight_dtype is not None and q is None:
+        for gemm in products:  # the weights (B) at their own size
+            b_bytes = gemm[0].extra["b_bytes"]
+            gemm[0].external_in_bytes = gemm[0].external_in_bytes + b_bytes * (dtype_bytes(weight_dtype) / s - 1.0)
+    kernels.extend(products[0])
+    # activation: act(gate) · up over the first GEMM's output, written as the second GEMM's input
+    kernels.append(elementwise_kernel(hw, pairs * width, 4.0, 1.0, zero, s * g * pairs * width,
+                                      s_q * pairs * width, s, streams=g))  # fmt: skip
+    kernels.extend(products[1])
+    # finalize: each token's k outputs (those computed here), weighted and summed, in token order
+    kernels.append(elementwise_kernel(hw, t * h, 2.0 * k / ep, 0.0, zero, s * pairs * h, s * t * h, s))
+    return kernels

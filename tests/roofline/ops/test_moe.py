@@ -1,0 +1,75 @@
+"""A MoE layer as a fused MoE runs it (`roofline.moe`): its six kernels, the routed pairs, the weights it reads, the
+routing's balance, worked by hand on the H100 profile (tests/roofline/profiles.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+import roofline
+from roofline.ops import rank_load
+from tests.roofline.profiles import H100
+
+FP4 = replace(H100, matrix_flops_per_s={**H100.matrix_flops_per_s, "fp4": 4 * 989e12})
+
+
+def test_a_balanced_layer_runs_six_kernels_over_the_pairs_routed_to_this_device() -> None:
+    """1 024 tokens, top-8 of 256 experts over 8 devices (32 local experts), hidden 7 168, expert width 2 048 split
+    over 2 devices: 1 024 · 8 / 8 = 1 024 pairs here, 32 per local expert, every local expert touched."""
+    t, h, i, k, e, tp, ep = 1024.0, 7168.0, 2048.0, 8.0, 256.0, 2.0, 8.0
+    routing, expand, up, act, down, finalize = roofline.moe(H100, t, h, i, k, e, tp, ep, routing="balanced")
+    pairs, width, touched = 1024.0, 1024.0, 32.0
+    assert float(routing.chained_in_bytes) == 4 * t * e and float(routing.out_bytes) == 8 * t * k
+    assert float(expand.chained_in_bytes) == float(expand.out_bytes) == 2 * pairs * h
+    assert float(up.flops) == 2 * pairs * 2 * width * h  # gate and up
+    assert float(up.external_in_bytes) == 2 * (pairs * h + touched * h * 2 * width)  # tokens, the experts' weights
+    # a grouped GEMM: every touched expert's 32 rows in tiles, all scheduled together
+    tm, tn = float(up.extra["tile_m"]), float(up.extra["tile_n"])
+    assert float(up.extra["tiles"]) == touched * math.ceil(32 / tm) * math.ceil(2 * width / tn) * float(
+        up.extra["split_k"]
+    )
+    assert float(act.chained_in_bytes) == 2 * 2 * pairs * width and float(act.out_bytes) == 2 * pairs * width
+    assert float(down.flops) == 2 * pairs * width * h
+    assert float(down.external_in_bytes) == 2 * (pairs * width + touched * width * h)
+    assert float(finalize.chained_in_bytes) == 2 * pairs * h and float(finalize.out_bytes) == 2 * t * h
+
+
+def test_uniform_routing_touches_the_expected_experts() -> None:
+    """4 tokens, top-2 of 8 experts on one device: 8 · (1 − (6/8)^4) = 5.47 experts touched, 8 pairs."""
+    *_, up, _, _, _ = roofline.moe(H100, 4.0, 4096.0, 14336.0, 2.0, 8.0)
+    touched = 8 * (1 - 0.75**4)
+    assert float(up.extra["b_bytes"]) == pytest.approx(2 * touched * 4096 * 2 * 14336)
+    assert float(up.flops) == pytest.approx(2 * 8 * 2 * 14336 * 4096)
+
+
+def test_narrow_experts_are_quantised_in_the_expand_kernel_and_read_narrow_weights() -> None:
+    """NVFP4: the expand kernel writes 0.5 B + a 1-byte scale per 16 elements; no quantise kernel of its own; the
+    products read 0.5 + 1/16 B per weight at the fp4 rate. Weight-only int4 keeps bf16 products, weights at 0.5 B."""
+    t, h, i, k, e = 256.0, 4096.0, 1024.0, 4.0, 16.0
+    kernels = roofline.moe(FP4, t, h, i, k, e, quantization_scheme="nvfp4", routing="balanced")
+    assert len(kernels) == 6
+    _, expand, up, _, _, _ = kernels
+    pairs = t * k
+    assert float(expand.out_bytes) == pytest.approx(pairs * h * (0.5 + 1 / 16))
+    assert up.peak == 4 * 989e12
+    assert float(up.extra["b_bytes"]) == pytest.approx((0.5 + 1 / 16) * e * h * 2 * i)
+    bf16 = roofline.moe(H100, t, h, i, k, e, routing="balanced")[2]
+    int4 = roofline.moe(H100, t, h, i, k, e, routing="balanced", weight_dtype="int4")[2]
+    assert float(bf16.external_in_bytes) - float(int4.external_in_bytes) == pytest.approx(1.5 * e * h * 2 * i)
+    assert int4.peak == bf16.peak == 989e12
+
+
+def test_power_law_routing_loads_the_timed_rank_more_than_a_balanced_one() -> None:
+    """The most-loaded of 8 ranks under a power law computes more pairs than tokens · k / 8; one rank holds all;
+    a batch with fewer pairs than experts stays balanced."""
+    heavy, _ = rank_load(256, 8, 8, 8192, 1.2)
+    assert heavy > 1.05
+    assert rank_load(256, 1, 8, 8192, 1.2)[0] == pytest.approx(1.0)
+    assert rank_load(256, 8, 8, 16, 1.2)[0] == 1.0
+    skewed = roofline.moe(H100, 8192.0, 4096.0, 1536.0, 8.0, 256.0, 1.0, 8.0, routing="power_law", alpha=1.2)
+    balanced = roofline.moe(H100, 8192.0, 4096.0, 1536.0, 8.0, 256.0, 1.0, 8.0, routing="balanced")
+    assert float(skewed[2].flops) == pytest.approx(heavy * float(balanced[2].flops))
+    with pytest.raises(ValueError, match="unknown routing"):
+        roofline.moe(H100, 8.0, 64.0, 64.0, 2.0, 8.0, routing="zipf")
