@@ -54,6 +54,7 @@ COLLECTIVE_DEVICES = {
     "vidur-a100_dgx-2nodes": validate_collectives.HARDWARE,
     "vidur-a100_pairwise_nvlink": validate_collectives.HARDWARE_PCIE,
     "tpu7x": "tpu7x",
+    **{dataset: slug for dataset, (_, slug) in validate_collectives.GENERATIONS.items()},
 }
 
 

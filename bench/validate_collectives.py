@@ -51,6 +51,11 @@ What each measurement ran, and so the algorithm predicted (never a per-shape fit
   predicted on the DGX A100 datasheet's fabric and miss by about 3×; a profile fitted to them would be invented.
 - Not predicted (no figure on file): the vidur pairwise machines' network between nodes and the A40 table (no A40
   profile; its "NVLink" pair moves 4 GB/s, a PCIe figure).
+- aiconfigurator's NCCL tables of B200, GB200, L40S and RTX Pro 6000 (`GENERATIONS`) run on each catalogue profile's
+  own fabric. The two PCIe machines move far less than their profiles' PCIe links once a ring spans more than two
+  GPUs (L40S: 20 GB/s of bus bandwidth on 2 GPUs, 5 on 4, 1.4 on 8; RTX Pro 6000: 32-38 on 2, ~23 on 4 and 8):
+  their GPUs sit behind PCIe switches and CPU sockets whose layout the tables do not record (decision 0030), so
+  those rows are predicted on the profiles' links and miss.
 """
 
 from __future__ import annotations
@@ -96,12 +101,21 @@ FILES = (
     "llmcompass-a100/allreduce_A100x4_nvlink_transcribed.csv",
     "tpu7x/tpu7x_all_gather_transcribed.csv",
 )
+# aiconfigurator's NCCL tables of the newer generations (nccl-tests 2.29.2, 2.27.3 on L40S; CUDA-graph replay), each
+# predicted on its catalogue profile's own fabric (`adapters.device_topology`): B200's and GB200's NVLink 5 switch,
+# the PCIe of L40S and RTX Pro 6000 (no NVLink). Dataset → (table, profile).
+GENERATIONS = {
+    "aiconfigurator-nccl-b200": ("aiconfigurator-b200/nccl_perf.csv", "b200"),
+    "aiconfigurator-nccl-gb200": ("aiconfigurator-gb200/nccl_perf.csv", "gb200"),
+    "aiconfigurator-nccl-l40s": ("aiconfigurator-l40s/nccl_perf.csv", "l40s"),
+    "aiconfigurator-nccl-rtx-pro-6000": ("aiconfigurator-rtx-pro-6000/nccl_perf.csv", "rtx-pro-6000-server"),
+}
 
 
 def data_dir(path: Path | None = None) -> Path:
     """The validation data directory, or `MissingData` saying where it was looked for."""
     path = path or DATA_DIR
-    for name in FILES:
+    for name in (*FILES, *(table for table, _ in GENERATIONS.values())):
         resolve(path / name)
     return path
 
@@ -211,14 +225,23 @@ def _csv(path: Path) -> Iterator[dict[str, str]]:
         yield from csv.DictReader(f)
 
 
-def rows(data: Path) -> Iterator[Row]:
-    m = Machines(_a100())
-    for r in _csv(data / FILES[0]):
+def nccl_rows(path: Path, dataset: str, node: Callable[[int], roofline.Topology]) -> Iterator[Row]:
+    """An aiconfigurator NCCL table: rings for all_gather, reduce_scatter, all_reduce, direct exchanges for all-to-all
+    (module docstring); sizes in elements (× 2 bytes for half, × 1 for int8)."""
+    for r in _csv(path):
         op = "all_to_all" if r["op_name"] == "alltoall" else r["op_name"]
         n = int(r["num_gpus"])
         size = int(r["message_size"]) * (2 if r["nccl_dtype"] == "half" else 1)
         algorithm = "direct" if op == "all_to_all" else "ring"
-        yield Row("aiconfigurator-nccl", op, f"{n} GPUs", size, float(r["latency"]) * 1e-3, m.node(n), algorithm)
+        yield Row(dataset, op, f"{n} GPUs", size, float(r["latency"]) * 1e-3, node(n), algorithm)
+
+
+def rows(data: Path) -> Iterator[Row]:
+    m = Machines(_a100())
+    yield from nccl_rows(data / FILES[0], "aiconfigurator-nccl", m.node)
+    for dataset, (table, slug) in GENERATIONS.items():
+        spec = _profile(slug)
+        yield from nccl_rows(data / table, dataset, functools.partial(device_topology, spec))
     for r in _csv(data / FILES[1]):
         n, size = int(r["num_gpus"]), int(r["message_size"]) * 2
         topo = m.node(n)
