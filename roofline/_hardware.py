@@ -8,11 +8,13 @@ from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
 
-# Bytes per element of each storage type. tf32 is stored as fp32; fp6 packs four to three bytes; int4/fp4 pack two
-# to a byte (block scales of MXFP6/MXFP4 not counted).
+# Bytes per element of each storage type. tf32 is stored as fp32; fp6 packs four to three bytes (MXFP6's block
+# scales not counted); int4 packs two to a byte. fp4 is NVFP4 as NVIDIA's devices run it: two values a byte and one
+# e4m3 scale per 16-value block, 0.5 + 1/16 byte an element (NVIDIA Technical Blog, "Introducing NVFP4 for Efficient
+# and Accurate Low-Precision Inference", 2025; OCP MXFP4's one e8m0 scale per 32 would be 0.53125).
 DTYPE_BYTES: Mapping[str, float] = {
     "fp64": 8.0, "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp6": 0.75, "int8": 1.0,
-    "int4": 0.5, "fp4": 0.5,
+    "int4": 0.5, "fp4": 0.5625,
 }  # fmt: skip
 
 

@@ -72,7 +72,8 @@ def test_nvfp4_packs_two_values_a_byte_with_a_scale_per_16_and_needs_an_fp4_rate
     m, n, k = 256.0, 4096.0, 4096.0
     quantise, product = roofline.matmul(B200_LIKE, m, n, k, dtype="bf16", quantization="nvfp4")
     assert float(quantise.out_bytes) == 0.5 * m * k + m * k / 16.0
-    assert float(product.external_in_bytes) == 0.5 * m * k + (0.5 + 1.0 / 16.0) * k * n
+    # A and the weights both as NVFP4 stores them: 0.5 B a value and a 1-byte scale per 16 (roofline.DTYPE_BYTES)
+    assert float(product.external_in_bytes) == (0.5 + 1.0 / 16.0) * (m * k + k * n)
     assert product.peak == 9000e12
     with pytest.raises(ValueError, match="no fp4 peak"):
         roofline.matmul(H100, m, n, k, dtype="bf16", quantization="nvfp4")
