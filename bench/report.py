@@ -203,8 +203,10 @@ def render(base: dict[str, Any]) -> Iterator[str]:
         "The model's constants were chosen on the A100 tables; the B200 (Blackwell), RTX PRO 6000 Blackwell Server "
         "Edition (GB202) and L40S (Ada) rows are aiconfigurator's tables of those devices (TensorRT-LLM 1.3.0rc20, "
         "CUDA-graph replay, bf16 and the quantised GEMMs: dynamic per-tensor fp8, fp8 with 1×128 block scales, "
-        "NVFP4, each call quantising its bf16 input), predicted from their catalogue profiles; the narrow products' "
-        "efficiency is chosen across these devices (decision 0028: see the leave-one-device-out table). The xla rows "
+        "NVFP4, each call quantising its bf16 input; and one rank's fused MoE layer, `moe`, over dtypes, gated or "
+        "not, balanced or power-law routing), predicted from their catalogue profiles; the narrow products' "
+        "efficiency is chosen across these devices (decisions 0028, 0029: see the leave-one-device-out table). The "
+        "xla rows "
         "are XLA's own matmul table on B200 and gfx950 (`mi355x`): 16-bit, fp8 and f32 products (f32 at XLA's "
         "default precision: TF32 on B200, the FP32 Matrix Cores on gfx950), profiler kernel time."
     )

@@ -111,6 +111,30 @@ ESTIMATE_OP_EXAMPLES = {
             },
         },
     ),
+    "nvfp4-linear": Example(
+        summary="A TensorRT-LLM NVFP4 linear layer on a B200: the bf16 input quantised, then the fp4 product",
+        value={
+            "hardware": "b200",
+            "op": {"kind": "matmul", "m": 2048, "n": 8192, "k": 8192, "quantization": "nvfp4"},
+        },
+    ),
+    "moe-layer": Example(
+        summary="DeepSeek-V3's experts on one of 8 B200s (expert parallelism), 4096 tokens, fp8 block scales",
+        value={
+            "hardware": "b200",
+            "op": {
+                "kind": "moe",
+                "tokens": 4096,
+                "hidden": 7168,
+                "inter": 2048,
+                "top_k": 8,
+                "experts": 256,
+                "expert": 8,
+                "quantization": "fp8_block",
+                "routing": "uniform",
+            },
+        },
+    ),
     "what-if": Example(
         summary="An H100 with 5 TB/s: a decode-shaped GEMV",
         value={
