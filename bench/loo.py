@@ -68,6 +68,7 @@ class Constants:
     llmcompass_layernorm_floor_s: float | None  # LLMCompass: the layer norm series' plateau
     llmcompass_gelu_call_s: float | None  # LLMCompass: the GELU series' plateau
     memory_latency_s: float  # every NVIDIA profile's loaded device-memory latency
+    xla_floor_s: float | None = None  # XLA's matmul table: the shortest matmul's time (None: the GEMM floor)
     overlap_norm: float = 3.0  # roofline.kernel_time
     memory_queueing_norm: float = 2.0  # roofline's streaming kernels
     # roofline.NARROW_MATMUL_EFFICIENCY: (key, factor) pairs; a key no device has rows for keeps its shipped value
@@ -95,6 +96,7 @@ SHIPPED = Constants(
     llmcompass_layernorm_floor_s=52e-6,
     llmcompass_gelu_call_s=47e-6,
     memory_latency_s=650e-9,
+    xla_floor_s=4.14e-6,
 )
 
 
@@ -109,6 +111,7 @@ class Facts:
     latency_s: dict[str, float] = field(default_factory=dict)
     llmcompass_min_s: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> series -> seconds
     narrow_ratio: dict[str, dict[str, float]] = field(default_factory=dict)  # efficiency key -> device -> ratio
+    xla_min_s: dict[str, float] = field(default_factory=dict)
 
 
 def _tokens(labels: Sequence[str]) -> np.ndarray:
@@ -122,6 +125,7 @@ def facts(groups: Iterable[Group]) -> Facts:
       the loaded memory latency at which one `SCALAR_LOAD_BYTES` load per resident thread in flight (Little's law)
       gives the median bandwidth of the scalar RMS norm over rows of at least `LATENCY_MIN_TOKENS` tokens;
     - LLMCompass: the shortest call of its softmax, layer norm and GELU series (their plateaus);
+    - XLA's matmul table: its shortest matmul (no measurable work: the fixed cost of one XLA matmul);
     - aiconfigurator's quantised GEMMs: per efficiency key, the median over the GEMMs of at least
       `NARROW_RATIO_MIN_FLOPS` that the device's bf16 table also holds of the ratio of their achieved fractions of
       peak, narrow against bf16 (`narrow_ratios`).
@@ -149,6 +153,8 @@ def facts(groups: Iterable[Group]) -> Facts:
             rows, cols = g.parts[0].overrides["rows"], g.parts[0].overrides["cols"]
             big = rows >= LATENCY_MIN_TOKENS
             bandwidth.setdefault(d, []).append((2.0 * 2.0 * rows * cols / g.measured_s)[big])  # fp16 in and out
+        elif g.source == "xla":
+            out.xla_min_s[d] = min(out.xla_min_s.get(d, np.inf), low)
         elif g.source == "llmcompass" and g.family != "gemm":
             series = out.llmcompass_min_s.setdefault(d, {})
             series[g.scope] = min(series.get(g.scope, np.inf), low)
@@ -241,6 +247,7 @@ def derive(f: Facts, devices: set[str]) -> Constants:
         llmcompass_layernorm_floor_s=_pick(llm["llmcompass-layernorm"], devices, "llmcompass_layernorm_floor_s", src),
         llmcompass_gelu_call_s=_pick(llm["llmcompass-gelu"], devices, "llmcompass_gelu_call_s", src),
         memory_latency_s=need(_pick(f.latency_s, devices, "memory_latency_s", src), "memory_latency_s"),
+        xla_floor_s=_pick(f.xla_min_s, devices, "xla_floor_s", src),
         narrow_matmul_efficiency=tuple(sorted(narrow.items())),
         sources=src,
     )

@@ -121,3 +121,15 @@ def test_the_rule_on_every_device_with_quantised_rows_gives_the_shipped_narrow_e
     groups = validate.load()
     derived = dict(loo.derive(loo.facts(groups), {g.device for g in groups}).narrow_matmul_efficiency)
     assert derived == dict(roofline.NARROW_MATMUL_EFFICIENCY)
+
+
+def test_the_xla_floor_is_the_median_of_the_xla_devices_shortest_matmuls() -> None:
+    """B200's shortest XLA matmul is 4.85 µs, gfx950's 3.44 µs (validation/xla): shipped 4.14 µs, their median; each
+    device held out gets the other's; without an XLA device the scope falls back to the GEMM floor."""
+    groups = validate.load()
+    f = loo.facts(groups)
+    assert f.xla_min_s == {"b200": pytest.approx(4.849e-6), "mi355x": pytest.approx(3.44e-6)}
+    assert loo.derive(f, {g.device for g in groups}).xla_floor_s == pytest.approx(loo.SHIPPED.xla_floor_s, rel=0.01)
+    assert loo.derive(f, {"a100-sxm-80gb", "mi355x"}).xla_floor_s == pytest.approx(3.44e-6)
+    no_xla = loo.derive(f, {"a100-sxm-80gb"})
+    assert no_xla.xla_floor_s is None and validate.scopes_of(no_xla)["xla"].launch_s == no_xla.kernel_floor_s
