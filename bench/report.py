@@ -3,14 +3,16 @@
     .venv/bin/python -m bench.report            # regenerate docs/validation.md and bench/baseline.json
     .venv/bin/python -m bench.report --check    # exit 1 if either is out of date with the model
 
-Runs the four comparisons against the repository's own measured data (`validation/`): op families (`bench.validate`),
+Runs the five comparisons against the repository's own measured data (`validation/`): op families (`bench.validate`),
 collectives (`bench.validate_collectives`), a whole transformer layer op by op, shipped defaults and calibrated
-(`bench.validate_inference`), and training steps (`bench.validate_training`). The baseline (`bench/baseline.json`)
+(`bench.validate_inference`), training steps (`bench.validate_training`) and serving deployments under load
+(`bench.validate_serving`). The baseline (`bench/baseline.json`)
 keeps every figure rounded to four decimals; the tests in `tests/bench/` recompute them and fail when one moves by
 more than `TOLERANCE` either way, so a change that makes the model worse fails, and a change that makes it better
 must regenerate the baseline (and with it this report) in the same commit. The document is rendered from the baseline
 alone, so the two cannot disagree. Nothing here is typed by hand but the issues' targets (`OP_TARGETS`,
-`COLLECTIVE_TARGET`, `INFERENCE_TARGET` and validate_training's), which the report marks met or missed.
+`COLLECTIVE_TARGET`, `INFERENCE_TARGET`, validate_training's and validate_serving's), which the report marks met or
+missed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import intervals, validate, validate_collectives, validate_inference, validate_training
+from bench import intervals, validate, validate_collectives, validate_inference, validate_serving, validate_training
 from service.benchmarks.datasets import DATA_DIR, MissingData
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,6 +136,27 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
         }
         for r in doc["rows"]
     }
+    # Serving: aiconfigurator's measured deployments per mode and backend, and TensorRT-LLM's max throughput per GPU.
+    root_s = validate_serving.data_dir(root)
+    silicon_rows, skipped = validate_serving.silicon_rows(root_s)
+    overview_rows, skipped_o = validate_serving.overview_rows(root_s)
+    summary = validate_serving.summary(silicon_rows, overview_rows)
+    serving: dict[str, dict[str, Any]] = {}
+    for name, v in summary["silicon"].items():
+        serving[f"silicon/{name}"] = {
+            "table": "silicon", "group": name, "count": v["rows"],
+            "tpot": _r(v["tpot"]), "tpot_bias": _r(v["tpot_bias"]), "ttft": _r(v["ttft"]),
+            "ttft_bias": _r(v["ttft_bias"]), "static_tpot": _r(v["static_tpot"]), "static_ttft": _r(v["static_ttft"]),
+            "throughput": None, "throughput_bias": None, "static_throughput": None,
+        }  # fmt: skip
+    for name, v in summary["overview"].items():
+        serving[f"overview/{name}"] = {
+            "table": "overview", "group": name, "count": v["rows"],
+            "tpot": None, "tpot_bias": None, "ttft": None, "ttft_bias": None,
+            "static_tpot": None, "static_ttft": None,
+            "throughput": _r(v["throughput"]), "throughput_bias": _r(v["bias"]), "static_throughput": _r(v["static"]),
+        }  # fmt: skip
+    serving_skipped = {"silicon": len(skipped), "overview": len(skipped_o)}
     # Leave one device out and the prediction intervals' coverage: computed by `python -m bench.intervals` (one run
     # feeds the shipped interval table and these figures; its --check and tests/bench/test_intervals.py keep them
     # current), read here rather than recomputed.
@@ -150,6 +173,7 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
             "collectives_median_at_least_1MiB": COLLECTIVE_TARGET,
             "inference_op_and_layer": INFERENCE_TARGET,
             "training_median_and_worst": [validate_training.MEDIAN_TARGET, validate_training.WORST_TARGET],
+            "serving": dict(validate_serving.TARGETS),
         },
         "sources": {**validate.SOURCES, "inference": validate_inference.SOURCE, "training": validate_training.SOURCE},
         "ops": ops,
@@ -158,6 +182,8 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
         "collectives": collectives,
         "inference": inference,
         "training": training,
+        "serving": serving,
+        "serving_not_expressible": serving_skipped,
     }
 
 
@@ -296,6 +322,7 @@ def render(base: dict[str, Any]) -> Iterator[str]:
             )
     yield ""
     yield from _training(base)
+    yield from _serving(base)
 
 
 def _loo(base: dict[str, Any]) -> Iterator[str]:
@@ -385,6 +412,44 @@ def _training(base: dict[str, Any]) -> Iterator[str]:
         median = statistics.median(errors)
         met = "met" if median <= median_t and errors[-1] <= worst_t else "**missed**"
         yield f"- {name}: median {_pct(median)}, worst {_pct(errors[-1])} ({met})."
+    yield ""
+
+
+def _serving(base: dict[str, Any]) -> Iterator[str]:
+    targets = base["targets"]["serving"]
+    yield "## Serving under load"
+    yield ""
+    yield (
+        "aiconfigurator's measured deployments (B200 and GB200; TensorRT-LLM, SGLang and vLLM; aggregated and "
+        "disaggregated) simulated as closed loops at their concurrency with each backend's scheduler defaults "
+        "(`bench.validate_serving`, shipped defaults, nothing fitted); the static model (`/v1/estimate/inference`) "
+        f"beside. Targets: TPOT median ≤ {_pct(targets['tpot'])}, TTFT ≤ {_pct(targets['ttft'])} per mode and backend; "
+        f"max throughput ≤ {_pct(targets['throughput'])}. Rows whose model or layout the catalogue cannot express: "
+        f"{base['serving_not_expressible']['silicon']:,} (listed by the command)."
+    )
+    yield ""
+    yield "| mode and backend | rows | TPOT | bias | TTFT | bias | static TPOT | static TTFT | |"
+    yield "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    for r in base["serving"].values():
+        if r["table"] != "silicon":
+            continue
+        met = "met" if r["tpot"] <= targets["tpot"] and r["ttft"] <= targets["ttft"] else "**missed**"
+        yield (
+            f"| {r['group']} | {r['count']:,} | {_pct(r['tpot'])} | {_pct(r['tpot_bias'], True)} | {_pct(r['ttft'])} "
+            f"| {_pct(r['ttft_bias'], True)} | {_pct(r['static_tpot'])} | {_pct(r['static_ttft'])} | {met} |"
+        )
+    yield ""
+    yield "TensorRT-LLM's max throughput (`trtllm-bench`, every request queued at once), per GPU:"
+    yield ""
+    yield "| GPU | rows | error | bias | static | |"
+    yield "| --- | ---: | ---: | ---: | ---: | --- |"
+    for r in base["serving"].values():
+        if r["table"] != "overview":
+            continue
+        yield (
+            f"| {r['group']} | {r['count']:,} | {_pct(r['throughput'])} | {_pct(r['throughput_bias'], True)} "
+            f"| {_pct(r['static_throughput'])} | {_met(r['throughput'], targets['throughput'])} |"
+        )
     yield ""
 
 

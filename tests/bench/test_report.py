@@ -21,6 +21,7 @@ FIGURES = {
     "collectives": ("count", "median_ape", "p90_ape", "bias", "floor_ratio"),
     "inference": ("measured_us", "error"),
     "training": ("measured_s", "error"),
+    "serving": ("count", "tpot", "ttft", "static_tpot", "static_ttft", "throughput", "static_throughput"),
 }
 CASES = [(section, key) for section in FIGURES for key in BASELINE[section]]
 
