@@ -94,6 +94,14 @@ class MatmulPrecision(StrEnum):
     highest = "highest"
 
 
+def _check_16_bit_input(quantization: str, dtype: object) -> None:
+    """A quantization scheme quantises (or dequantises against) a 16-bit input: `dtype` must be bf16 or fp16."""
+    if quantization != "none" and dtype not in (Dtype.bf16, Dtype.fp16):
+        raise ValueError(
+            f"quantization {quantization} quantises a 16-bit input: dtype must be bf16 or fp16, not {dtype}"
+        )
+
+
 class MatmulQuantization(StrEnum):
     """How a matmul's 16-bit input is quantised before a narrow product (`roofline.ops.QUANTIZATIONS`), as
     TensorRT-LLM's quantised linear layers run it: `fp8_tensor` (dynamic per-tensor fp8: an amax reduction, then the
@@ -136,9 +144,7 @@ class Matmul(InputModel):
     @field_validator("quantization")
     @classmethod
     def _quantized_input_is_16_bit(cls, value: MatmulQuantization, info: ValidationInfo) -> MatmulQuantization:
-        dtype = info.data.get("dtype")
-        if value != MatmulQuantization.none and dtype not in (Dtype.bf16, Dtype.fp16):
-            raise ValueError(f"quantization {value} quantises a 16-bit input: dtype must be bf16 or fp16, not {dtype}")
+        _check_16_bit_input(str(value), info.data.get("dtype"))
         return value
 
 
@@ -350,9 +356,7 @@ class MoeLayer(InputModel):
     @field_validator("quantization")
     @classmethod
     def _quantized_input_is_16_bit(cls, value: MoeQuantization, info: ValidationInfo) -> MoeQuantization:
-        dtype = info.data.get("dtype")
-        if value != MoeQuantization.none and dtype not in (Dtype.bf16, Dtype.fp16):
-            raise ValueError(f"quantization {value} quantises a 16-bit input: dtype must be bf16 or fp16, not {dtype}")
+        _check_16_bit_input(str(value), info.data.get("dtype"))
         return value
 
 
