@@ -620,6 +620,24 @@ def _expected_interval(item: dict[str, Any], family: str) -> tuple[float, float]
 @pytest.mark.parametrize(
     ("body", "family"),
     [
+        ({"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "quantization": "fp8_tensor"}, "gemm-fp8"),
+        ({"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "dtype": "fp8"}, "gemm-fp8"),
+        ({"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "quantization": "fp8_block"}, "gemm-fp8-block"),
+        ({"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "quantization": "nvfp4"}, "gemm-fp4"),
+        ({"kind": "moe", "tokens": 4096, "hidden": 4096, "inter": 1536, "top_k": 8, "experts": 128}, "moe"),
+    ],
+)
+def test_quantised_products_and_moe_layers_take_their_own_familys_interval(
+    client: TestClient, body: dict[str, Any], family: str
+) -> None:
+    got = op(client, {"hardware": "b200", "op": body})
+    low, high = _expected_interval(got, family)
+    assert (got["time_s_p10"], got["time_s_p90"]) == (pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12))
+
+
+@pytest.mark.parametrize(
+    ("body", "family"),
+    [
         ({"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}, "matmul"),  # compute-bound
         ({"kind": "matmul", "m": 16, "n": 8192, "k": 8192, "dtype": "bf16"}, "matmul"),  # a GEMV: memory-bound
         ({"kind": "rmsnorm", "rows": 8192, "cols": 8192}, "rmsnorm"),
