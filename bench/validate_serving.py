@@ -52,6 +52,7 @@ MODELS = {
     "deepseek-ai/DeepSeek-R1": "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",
     "deepseek-ai/DeepSeek-V3": "deepseek-v3", "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
     "llama-4-scout": "llama-4-scout", "llama-4-maverick": "llama-4-maverick",
+    "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5", "moonshotai/Kimi-K2.5": "kimi-k2.5",
 }  # fmt: skip
 DEVICES = {"b200_sxm": "b200", "b200": "b200", "gb200": "gb200", "rtx-pro-6000": "rtx-pro-6000-server"}
 

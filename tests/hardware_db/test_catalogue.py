@@ -23,7 +23,7 @@ MODEL_SLUGS = {
     "gpt2", "seed-calculator", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
     "llama-3.1-405b", "mistral-7b", "mixtral-8x7b", "qwen2.5-72b", "gemma-2-9b", "deepseek-v3", "gpt3-175b",
     "llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", "deepseek-r1",
-    "llama-4-scout", "llama-4-maverick",
+    "llama-4-scout", "llama-4-maverick", "minimax-m2.5", "kimi-k2.5",
 }  # fmt: skip
 
 

@@ -29,6 +29,11 @@ def count(slug: str) -> roofline.ParameterCount:
         ("qwen3-235b-a22b", 235e9, 22e9, 0.01),  # model card: 235B total, 22B activated
         ("deepseek-r1", 671e9, 37e9, 0.02),  # DeepSeek-V3 report §4.2 / R1 model card: 671B total, 37B activated
         ("llama-4-maverick", 400e9, 17e9, 0.011),  # Llama 4 card: 400B total, 17B active (vision encoder not modelled)
+        # MiniMax-M2 card: "230 billion total parameters with 10 billion active" (rounded: 228.7 B / 11.0 B here,
+        # 10.4 B without the input embedding); Kimi K2 card: "1 trillion total", "32 billion activated" (the text
+        # decoder: 1 026.4 B / 32.9 B)
+        ("minimax-m2.5", 230e9, 10.4e9 + 200064 * 3072, 0.01),
+        ("kimi-k2.5", 1.0e12, 32e9, 0.03),
     ],
 )
 def test_counts_match_the_published_totals(slug: str, total: float, active: float, rel: float) -> None:
@@ -70,6 +75,8 @@ def test_llama_4_scout_is_the_cards_109b_less_its_vision_encoder() -> None:
         ("deepseek-r1", 61, 7168, 128, 128, 128, 129280),
         ("llama-4-scout", 48, 5120, 40, 8, 128, 202048),
         ("llama-4-maverick", 48, 5120, 40, 8, 128, 202048),
+        ("minimax-m2.5", 62, 3072, 48, 8, 128, 200064),
+        ("kimi-k2.5", 61, 7168, 64, 64, 128, 163840),
     ],
 )
 def test_shapes_are_the_configs(
