@@ -71,7 +71,7 @@ def kernels(hw: roofline.Hardware, op: Any, v: dict[str, Any]) -> list[roofline.
         case MoeLayer():
             return roofline.moe(
                 hw, v["tokens"], v["hidden"], v["inter"], v["top_k"], v["experts"], v["tensor"], v["expert"],
-                op.gated, op.dtype, str(op.quantization), str(op.routing), op.alpha,
+                op.gated, op.dtype, str(op.quantization), str(op.routing), v["alpha"],
             )  # fmt: skip
     raise ValueError(f"unsupported op kind {getattr(op, 'kind', op)!r}")
 
@@ -157,6 +157,14 @@ def evaluate(
     # backend upcasts bf16, `roofline.ops.alu_cost`), attention's softmax works on fp32 scores, and the memory-bound
     # kernels declare the fp32 peak: the fp32 vector rate, not a profile's packed 16-bit one.
     vector_peak = hw.vector_peak("fp32")
+    if isinstance(op, Chain):
+        for index, member in enumerate(op.ops):
+            if isinstance(member, Matmul) and member.quantization != "none":
+                raise InvalidField(
+                    f"{where}.ops.{index}.quantization",
+                    "a quantised matmul runs its own quantise kernels before the product and cannot be fused into "
+                    "a chain: list it as an op of its own",
+                )
     try:
         if isinstance(op, Chain):
             parts = [kernels(hw, leaf, fields_of(leaf)) for leaf in op.ops]
@@ -186,8 +194,6 @@ def check_sweep(op: Op, vary: dict[str, list[float]], where: str = "body.sweep")
         value = fields.get(name)
         if name == "kv_heads" and isinstance(op, Attention):
             continue
-        if name == "alpha" and isinstance(op, MoeLayer):
-            raise InvalidField(f"{where}.vary.alpha", "a MoE op's routing exponent is not a size: list the ops instead")
         if name not in fields or not isinstance(value, int | float) or isinstance(value, bool):
             raise InvalidField(f"{where}.vary.{name}", f"not a numeric field of a {op.kind} op")
 

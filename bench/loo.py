@@ -24,7 +24,10 @@ from typing import Protocol
 import numpy as np
 
 import roofline
+from adapters import to_core
 from hardware_db import load_hardware
+from schemas.estimates import EstimateContext, Options
+from schemas.hardware import HardwareCreate
 from service.benchmarks.datasets import Group, tables, vidur_table
 
 A40 = "a40"
@@ -170,8 +173,11 @@ NARROW_RATIO_MIN_FLOPS = 2e11  # GEMMs this large run at their kernel's steady r
 
 def narrow_ratios(groups: Iterable[Group]) -> dict[str, dict[str, float]]:
     """Per `roofline.NARROW_MATMUL_EFFICIENCY` key and device: the median, over aiconfigurator's GEMMs of at least
-    `NARROW_RATIO_MIN_FLOPS` measured both quantised and in bf16, of (bf16 time / narrow time) × (bf16 peak / narrow
-    peak): the narrow product's achieved fraction of its peak over bf16's on the same shape."""
+    `NARROW_RATIO_MIN_FLOPS` measured both quantised and in bf16, of (bf16 time / narrow product time) × (bf16 peak /
+    narrow peak): the narrow product's achieved fraction of its peak over bf16's on the same shape. The narrow call's
+    time includes its input's quantise kernels, which the model costs apart (`roofline.matmul`'s `quantization`):
+    their modelled time (the call's less the product's alone, on the device's profile) is taken off first, so the
+    factor is the product's own."""
     specs = {h.slug: h for h in load_hardware()}
     plain: dict[str, dict[tuple[float, float, float], float]] = {}
     narrow: dict[tuple[str, str], list[tuple[tuple[float, float, float], float]]] = {}
@@ -192,13 +198,31 @@ def narrow_ratios(groups: Iterable[Group]) -> dict[str, dict[str, float]]:
         if device not in plain or q.dtype not in rates:
             continue
         peak_ratio = rates["bf16"] / rates[q.dtype]
-        ratios = [
-            plain[device][shape] / seconds * peak_ratio
+        kept = [
+            (shape, seconds)
             for shape, seconds in rows
             if shape in plain[device] and 2.0 * shape[0] * shape[1] * shape[2] >= NARROW_RATIO_MIN_FLOPS
         ]
-        if ratios:
-            out.setdefault(q.efficiency, {})[device] = float(np.median(ratios))
+        if not kept:
+            continue
+        m, n, k = (np.array([shape[i] for shape, _ in kept]) for i in range(3))
+        quantise_s = _quantise_s(specs[device], quantization, m, n, k)
+        ratios = [
+            plain[device][shape] / (seconds - extra) * peak_ratio
+            for (shape, seconds), extra in zip(kept, quantise_s, strict=True)
+        ]
+        out.setdefault(q.efficiency, {})[device] = float(np.median(ratios))
+    return out
+
+
+def _quantise_s(spec: HardwareCreate, quantization: str, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The modelled time of the quantise kernels of a quantised product: the call's less the product's alone."""
+    hw = to_core(spec, EstimateContext(hardware=spec.slug, options=Options(launch_overhead_s=SHIPPED.kernel_floor_s)))
+    vector = hw.vector_peak("fp32")
+    call = roofline.single(roofline.matmul(hw, m, n, k, quantization=quantization), hw, vector, hw.launch_s)
+    alone = roofline.matmul(hw, m, n, k, quantization=quantization, input_quantized=True)
+    product = roofline.single(alone, hw, vector, hw.launch_s)
+    out: np.ndarray = np.asarray(call.time_s) - np.asarray(product.time_s)
     return out
 
 

@@ -18,6 +18,16 @@ DTYPE_BYTES: Mapping[str, float] = {
 }  # fmt: skip
 
 
+# Of those bytes, the block scales a narrow type stores beside its values (NVFP4: one byte per 16): a row's alignment
+# is a matter of its packed values alone.
+BLOCK_SCALE_BYTES: Mapping[str, float] = {"fp4": 1.0 / 16.0}
+
+
+def value_bytes(dtype: str) -> float:
+    """Bytes of one element's packed value, without its share of block scales (`BLOCK_SCALE_BYTES`)."""
+    return dtype_bytes(dtype) - BLOCK_SCALE_BYTES.get(dtype, 0.0)
+
+
 def dtype_bytes(dtype: str) -> float:
     try:
         return DTYPE_BYTES[dtype]
@@ -39,10 +49,11 @@ L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT = 19.0
 # rate: none of which a datasheet gives). Keys: "fp8" (per-tensor scales; int8 and fp6 run on the same path),
 # "fp8_block" (DeepSeek-V3's 1×128 activation and 128×128 weight scales, applied in the main loop), "fp4" (NVFP4,
 # 16-element block scales). Chosen from measured data by `bench.loo`'s rule (the median over devices of each
-# device's median ratio of achieved fractions of peak, X against bf16, over the GEMMs of at least 2e11 FLOPs that
-# both tables hold) on aiconfigurator's TensorRT-LLM 1.3.0rc20 tables of B200, L40S and RTX Pro 6000 (decision
-# 0028); the leave-one-device-out report re-derives it without each device.
-NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.84, "fp8_block": 0.67, "fp4": 0.67}
+# device's median ratio of achieved fractions of peak, the product X (the call less its modelled quantise kernels)
+# against bf16, over the GEMMs of at least 2e11 FLOPs that both tables hold) on aiconfigurator's TensorRT-LLM
+# 1.3.0rc20 tables of B200, L40S and RTX Pro 6000 (decision 0028); the leave-one-device-out report re-derives it
+# without each device.
+NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.93, "fp8_block": 0.71, "fp4": 0.73}
 NARROW_MATMUL_KEYS: Mapping[str, str] = {
     "fp8": "fp8", "int8": "fp8", "fp6": "fp8", "fp4": "fp4", "fp8_block": "fp8_block",
 }  # fmt: skip

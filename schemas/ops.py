@@ -96,7 +96,7 @@ class MatmulPrecision(StrEnum):
 
 def _check_16_bit_input(quantization: str, dtype: object) -> None:
     """A quantization scheme quantises (or dequantises against) a 16-bit input: `dtype` must be bf16 or fp16."""
-    if quantization != "none" and dtype not in (Dtype.bf16, Dtype.fp16):
+    if quantization != "none" and dtype is not None and dtype not in (Dtype.bf16, Dtype.fp16):
         raise ValueError(
             f"quantization {quantization} quantises a 16-bit input: dtype must be bf16 or fp16, not {dtype}"
         )

@@ -25,13 +25,13 @@ def test_db_upgrade_then_catalogue_load_twice(tmp_path: Path) -> None:
     assert "catalogue hardware: 22 inserted, 0 updated, 0 unchanged" in first.stdout
     second = _run("catalogue", "load", "--database-url", url, cwd=tmp_path)
     assert "catalogue hardware: 0 inserted, 0 updated, 22 unchanged" in second.stdout
-    assert "catalogue models: 0 inserted, 0 updated, 23 unchanged" in second.stdout
+    assert "catalogue models: 0 inserted, 0 updated, 25 unchanged" in second.stdout
 
 
 def test_catalogue_check_validates_the_files(tmp_path: Path) -> None:
     result = _run("catalogue", "check", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "22 hardware profiles and 23 model configs are valid" in result.stdout
+    assert "22 hardware profiles and 25 model configs are valid" in result.stdout
 
 
 def test_db_downgrade_to_base(tmp_path: Path) -> None:

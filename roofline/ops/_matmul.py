@@ -9,7 +9,7 @@ from numpy.typing import NDArray
 
 from roofline import _num
 from roofline._estimate import Num
-from roofline._hardware import Hardware, dtype_bytes
+from roofline._hardware import Hardware, dtype_bytes, value_bytes
 from roofline._kernels import Kernel, arr
 from roofline._num import Bool
 from roofline.ops._memory_bound import elementwise_kernel
@@ -214,16 +214,21 @@ def matmul(
     min_tile_m = 0
     if quantization == "none":
         s_in = s_weight = dtype_bytes(dtype)
+        s_packed = value_bytes(dtype)
         peak, unit, algorithm = matmul_rate(hw, dtype, precision)
         efficiency_key = algorithm
     else:
         q = _quantization(quantization)
+        # A weight-only scheme keeps the 16-bit input and runs the product at its type (dequantising the weights).
+        product = q.dtype if q.quantizes_input else dtype
         before = [] if input_quantized else quantize_input(hw, b * m * k, q, dtype_bytes(dtype))
-        s_in, s_weight = dtype_bytes(q.dtype), q.weight_bytes
-        peak, unit = hw.matrix_peak(q.dtype)
-        algorithm, efficiency_key = quantization, q.efficiency
+        s_in, s_weight = dtype_bytes(product), q.weight_bytes
+        s_packed = q.out_bytes if q.quantizes_input else dtype_bytes(dtype)
+        peak, unit = hw.matrix_peak(product)
+        algorithm, efficiency_key = quantization, (q.efficiency if q.quantizes_input else product)
         splits, min_tile_m = (SPLIT_K if q.split_k else SPLIT_K[:1]), q.min_tile_m
-    aligned = _aligned(k, s_in, hw.alignment_bytes) & _aligned(n, s_in, hw.alignment_bytes)
+    # Rows are aligned by their packed values (an NVFP4 row's scales are stored apart).
+    aligned = _aligned(k, s_packed, hw.alignment_bytes) & _aligned(n, s_packed, hw.alignment_bytes)
     eff = hw.matmul_efficiency(efficiency_key) * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
     pairs = [tile] if tile is not None else [t for t in hw.tiles if t[0] >= min_tile_m] or [max(hw.tiles)]
     search = _TileSearch(hw, peak, s_in, s_out, pairs, splits)

@@ -27,6 +27,7 @@ device is the most loaded of the expert-parallel ranks (`rank_load`).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -40,37 +41,52 @@ from roofline.ops._quantize import Quantization, quantization
 
 ROUTINGS = ("uniform", "balanced", "power_law")
 # aiconfigurator's synthetic power-law routing (its collector, as its own model describes it): each expert's weight
-# drawn from a bounded power law on [1, 0.8 · tokens]; the loads are the weights scaled to tokens · k; the
-# most-loaded expert-parallel group is the one timed. Modelled with the law's stratified quantiles (one per expert):
-# the most-loaded rank is the one holding the hottest expert, its other experts at the mean load of the rest.
+# drawn from a bounded power law on [1, 0.8 · tokens]; the loads are the weights scaled to tokens · k, an expert
+# seeing a token at most once; the most-loaded expert-parallel group is the one timed. Modelled with the law's
+# stratified quantiles (one per expert): the most-loaded rank is the one holding the hottest expert, its other experts
+# at the mean load of the rest; an expert of mean load λ receives a token with probability 1 − e^−λ (Poisson).
 POWER_LAW_MAX_SHARE = 0.8
 
 
-@functools.lru_cache(maxsize=65536)
+def _capped(load: Array, total: float, cap: float) -> Array:
+    """`load` rescaled to sum to `total` with no element above `cap` (water-filling: the capped elements stay at
+    the cap and the rest are rescaled until none exceeds it)."""
+    out: Array = load * (total / load.sum())
+    for _ in range(out.size):
+        over = out > cap
+        if not over.any():
+            break
+        free = ~over & (out < cap)
+        out = np.where(over, cap, out).astype(np.float64)
+        rest = total - out[~free].sum()
+        if not free.any() or rest <= 0.0:
+            break
+        out[free] *= rest / out[free].sum()
+    return out
+
+
+@functools.lru_cache(maxsize=1 << 17)
 def rank_load(experts: int, ranks: int, top_k: int, tokens: int, alpha: float) -> tuple[float, float]:
     """Under power-law routing: the pairs the most-loaded of `ranks` expert groups computes, relative to the balanced
-    tokens · k / ranks, and the experts of that group with at least one token."""
+    tokens · k / ranks, and the experts of that group expected to receive a token."""
     pairs = float(tokens * top_k)
     per_rank = experts // ranks
-    if tokens * top_k <= experts or tokens < 2:
-        return 1.0, float(max(1.0, min(per_rank, pairs / ranks)))
-    high = POWER_LAW_MAX_SHARE * tokens
+    high = max(POWER_LAW_MAX_SHARE * tokens, 2.0)
     u = (np.arange(experts) + 0.5) / experts
     if abs(alpha - 1.0) < 1e-9:
         weights = high**u
     else:  # inverse CDF of p(x) ∝ x^-alpha on [1, high]
         a = 1.0 - alpha
         weights = (1.0 + u * (high**a - 1.0)) ** (1.0 / a)
-    load = np.minimum(weights / weights.sum() * pairs, float(tokens))  # an expert sees a token at most once
-    load *= pairs / load.sum()
+    load = _capped(weights, pairs, float(tokens))
     hottest = float(load.max())
     others = (pairs - hottest) / max(experts - 1, 1)
     heaviest = hottest + (per_rank - 1) * others
-    touched = 1.0 + (per_rank - 1) * min(1.0, float(np.mean(load >= 0.5)))
-    return heaviest / (pairs / ranks), touched
+    touched = (1.0 - math.exp(-hottest)) + (per_rank - 1) * (1.0 - math.exp(-others))
+    return heaviest / (pairs / ranks), max(touched, 1.0)
 
 
-def _routed(experts: Num, top_k: Num, tokens: Num, expert: Num, routing: str, alpha: float) -> tuple[Num, Num]:
+def _routed(experts: Num, top_k: Num, tokens: Num, expert: Num, routing: str, alpha: Num) -> tuple[Num, Num]:
     """This device's token-expert pairs and the local experts they touch."""
     local = experts / expert
     pairs = tokens * top_k / expert
@@ -81,10 +97,10 @@ def _routed(experts: Num, top_k: Num, tokens: Num, expert: Num, routing: str, al
         return pairs, _num.minimum(local, _num.maximum(_num.ceil(pairs), 1.0))
     if routing != "power_law":
         raise ValueError(f"unknown routing {routing!r}; known: {', '.join(ROUTINGS)}")
-    shape = np.broadcast_shapes(*(np.shape(x) for x in (experts, top_k, tokens, expert)))
-    e, k, t, r = (np.broadcast_to(arr(x), shape).reshape(-1) for x in (experts, top_k, tokens, expert))
-    out = [rank_load(int(n), int(ranks), int(top), int(count), alpha)
-           for n, top, count, ranks in zip(e, k, t, r, strict=True)]  # fmt: skip
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (experts, top_k, tokens, expert, alpha)))
+    e, k, t, r, a = (np.broadcast_to(arr(x), shape).reshape(-1) for x in (experts, top_k, tokens, expert, alpha))
+    out = [rank_load(int(n), int(ranks), int(top), int(count), float(exponent))
+           for n, top, count, ranks, exponent in zip(e, k, t, r, a, strict=True)]  # fmt: skip
     factor = np.array([f for f, _ in out]).reshape(shape)
     used: Array = np.array([n for _, n in out]).reshape(shape)
     if not shape:
@@ -105,7 +121,7 @@ def moe(
     dtype: str = "bf16",
     quantization_scheme: str = "none",
     routing: str = "uniform",
-    alpha: float = 1.2,
+    alpha: Num = 1.2,
     weight_dtype: str | None = None,
 ) -> list[Kernel]:
     """The kernels of one MoE layer on one device (module docstring). `quantization_scheme` (`QUANTIZATIONS`, or

@@ -552,6 +552,14 @@ def test_a_quantisation_the_device_or_dtype_cannot_run_names_body_op_quantizatio
     assert rejected(response) == ["body.op.quantization"] and "bf16 or fp16" in response.json()["message"]
     response = client.post("/v1/estimate/op", json={"hardware": "b200", "op": {**matmul, "quantization": "int3"}})
     assert rejected(response) == ["body.op.quantization"]
+    # a bad dtype is named once, at dtype (the quantization rule needs a valid dtype to judge)
+    response = client.post("/v1/estimate/op", json={"hardware": "b200", "op": {**matmul, "dtype": "fp7"}})
+    assert rejected(response) == ["body.op.dtype"]
+    # a quantised matmul runs its own kernels: it is not a member of a fused chain
+    norm = {"kind": "rmsnorm", "rows": 64, "cols": 64}
+    chain = {"kind": "chain", "ops": [norm, {**matmul, "quantization": "fp8_tensor"}]}
+    response = client.post("/v1/estimate/op", json={"hardware": "b200", "op": chain})
+    assert rejected(response) == ["body.op.ops.1.quantization"]
 
 
 # --- mixture-of-experts layers --------------------------------------------------------------------------------------

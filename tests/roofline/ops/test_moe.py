@@ -3,6 +3,7 @@ routing's balance, worked by hand on the H100 profile (tests/roofline/profiles.p
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -63,11 +64,16 @@ def test_narrow_experts_are_quantised_in_the_expand_kernel_and_read_narrow_weigh
 
 def test_power_law_routing_loads_the_timed_rank_more_than_a_balanced_one() -> None:
     """The most-loaded of 8 ranks under a power law computes more pairs than tokens · k / 8; one rank holds all;
-    a batch with fewer pairs than experts stays balanced."""
+    an expert sees a token at most once: top-8 of 8 experts gives each expert every token (balanced), and top-2 of 8
+    over 8 ranks gives the hottest expert's rank all 4 096 tokens, 4× its balanced 1 024 pairs."""
     heavy, _ = rank_load(256, 8, 8, 8192, 1.2)
     assert heavy > 1.05
     assert rank_load(256, 1, 8, 8192, 1.2)[0] == pytest.approx(1.0)
-    assert rank_load(256, 8, 8, 16, 1.2)[0] == 1.0
+    assert rank_load(8, 8, 8, 100, 1.2)[0] == pytest.approx(1.0)
+    assert rank_load(8, 8, 2, 4096, 1.2)[0] == pytest.approx(4.0)
+    # the load grows smoothly with the batch (no step where tokens · k passes the expert count)
+    steps = [rank_load(256, 8, 8, t, 1.2) for t in (31, 32, 33)]
+    assert all(abs(b[1] - a[1]) < 1.0 for a, b in itertools.pairwise(steps))
     skewed = roofline.moe(H100, 8192.0, 4096.0, 1536.0, 8.0, 256.0, 1.0, 8.0, routing="power_law", alpha=1.2)
     balanced = roofline.moe(H100, 8192.0, 4096.0, 1536.0, 8.0, 256.0, 1.0, 8.0, routing="balanced")
     assert float(skewed[2].flops) == pytest.approx(heavy * float(balanced[2].flops))
