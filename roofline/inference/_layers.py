@@ -301,6 +301,8 @@ class LayerOps:
             "top_k": _full(float(e.top_k), tok.shape), "experts": _full(float(e.experts), tok.shape),
             "tensor": _full(split, tok.shape), "expert": _full(ep, tok.shape),
         }  # fmt: skip
+        if ep > t:  # the tokens move all to all (below): the device routes and finalizes its own
+            sizes["own_tokens"] = tok
         weights = None if self.prec.weights == self.act else self.prec.weights
         static = {"dtype": self.act, "gated": bool(m.gated), "routing": "uniform", "weight_dtype": weights}
         self.ps.add("experts", self.call("moe", sizes, static, self.inv), n_moe)

@@ -123,13 +123,20 @@ def moe(
     routing: str = "uniform",
     alpha: Num = 1.2,
     weight_dtype: str | None = None,
+    own_tokens: Num | None = None,
 ) -> list[Kernel]:
     """The kernels of one MoE layer on one device (module docstring). `quantization_scheme` (`QUANTIZATIONS`, or
     "none": the products at `dtype`) sets the products' type, the weights' bytes and the narrow efficiency; the
     input's quantisation is fused into the expand kernel and the second GEMM's into the activation kernel.
     `weight_dtype` (scheme "none" only): the experts' weights stored narrower than `dtype` and dequantised in the
-    kernel (weight-only quantisation), read at its size."""
+    kernel (weight-only quantisation), read at its size.
+
+    `own_tokens`: the tokens this device holds when the expert group exchanges tokens all to all (DeepEP-style
+    dispatch and combine): it routes only those, and its finalize sums their k returned outputs. None: every device
+    of the group routes all `tokens` and writes partial sums for all of them (an allgather / reduce-scatter MoE, and
+    what aiconfigurator's harness times)."""
     t, h, i, k, e = (_num.num(x) for x in (tokens, hidden, inter, top_k, experts))
+    own = t if own_tokens is None else _num.num(own_tokens)
     tp, ep = _num.num(tensor), _num.num(expert)
     s = dtype_bytes(dtype)
     q: Quantization | None = None if quantization_scheme == "none" else quantization(quantization_scheme)
@@ -141,7 +148,7 @@ def moe(
     zero = _num.zeros_like(pairs)
     kernels = [
         # routing: read each token's logits (fp32), write its k expert ids and weights
-        elementwise_kernel(hw, t * e, 2.0, 1.0, zero, 4.0 * t * e, 8.0 * t * k, 4.0),
+        elementwise_kernel(hw, own * e, 2.0, 1.0, zero, 4.0 * own * e, 8.0 * own * k, 4.0),
         # expand: read the routed tokens' rows, write them in expert order (quantised when the products are narrow)
         elementwise_kernel(hw, pairs * h, 1.0, 0.0, zero, s * pairs * h, s_q * pairs * h, s),
     ]
@@ -159,6 +166,10 @@ def moe(
     kernels.append(elementwise_kernel(hw, pairs * width, 4.0, 1.0, zero, s * g * pairs * width,
                                       s_q * pairs * width, s, streams=g))  # fmt: skip
     kernels.extend(products[1])
-    # finalize: each token's k outputs (those computed here), weighted and summed, in token order
-    kernels.append(elementwise_kernel(hw, t * h, 2.0 * k / ep, 0.0, zero, s * pairs * h, s * t * h, s))
+    # finalize: each token's k outputs (those computed here), weighted and summed, in token order; all to all, the
+    # device's own tokens' k outputs, returned by the combine
+    if own_tokens is None:
+        kernels.append(elementwise_kernel(hw, t * h, 2.0 * k / ep, 0.0, zero, s * pairs * h, s * t * h, s))
+    else:
+        kernels.append(elementwise_kernel(hw, own * h, 2.0 * k, 0.0, zero, s * own * k * h, s * own * h, s))
     return kernels

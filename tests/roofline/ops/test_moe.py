@@ -79,3 +79,17 @@ def test_power_law_routing_loads_the_timed_rank_more_than_a_balanced_one() -> No
     assert float(skewed[2].flops) == pytest.approx(heavy * float(balanced[2].flops))
     with pytest.raises(ValueError, match="unknown routing"):
         roofline.moe(H100, 8.0, 64.0, 64.0, 2.0, 8.0, routing="zipf")
+
+
+def test_an_all_to_all_moe_routes_and_finalizes_only_the_devices_own_tokens() -> None:
+    """32 devices exchange tokens all to all: a device holding 256 of the group's 8 192 tokens routes its 256 (256 ·
+    256 fp32 logits) and sums the k = 8 outputs the combine returns for each of them (256 · 8 rows in, 256 out); the
+    experts still compute the 8 192 · 8 / 32 = 2 048 pairs routed to the device. Without `own_tokens` every device
+    routes all 8 192 and writes partial sums for all of them (allgather / reduce-scatter)."""
+    t, own, h, i, k, e, ep = 8192.0, 256.0, 7168.0, 2048.0, 8.0, 256.0, 32.0
+    routing, expand, *_, finalize = roofline.moe(H100, t, h, i, k, e, 1.0, ep, routing="balanced", own_tokens=own)
+    assert float(routing.chained_in_bytes) == 4 * own * e
+    assert float(expand.chained_in_bytes) == 2 * (t * k / ep) * h
+    assert float(finalize.chained_in_bytes) == 2 * own * k * h and float(finalize.out_bytes) == 2 * own * h
+    allgather = roofline.moe(H100, t, h, i, k, e, 1.0, ep, routing="balanced")
+    assert float(allgather[0].chained_in_bytes) == 4 * t * e and float(allgather[-1].out_bytes) == 2 * t * h
