@@ -215,9 +215,14 @@ def narrow_ratios(groups: Iterable[Group]) -> dict[str, dict[str, float]]:
     return out
 
 
+def core_profile(spec: HardwareCreate, launch_s: float) -> roofline.Hardware:
+    """A catalogue profile as the service maps it, with the per-kernel fixed cost of a timing scope."""
+    return to_core(spec, EstimateContext(hardware=spec.slug, options=Options(launch_overhead_s=launch_s)))
+
+
 def _quantise_s(spec: HardwareCreate, quantization: str, m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
     """The modelled time of the quantise kernels of a quantised product: the call's less the product's alone."""
-    hw = to_core(spec, EstimateContext(hardware=spec.slug, options=Options(launch_overhead_s=SHIPPED.kernel_floor_s)))
+    hw = core_profile(spec, SHIPPED.kernel_floor_s)
     vector = hw.vector_peak("fp32")
     call = roofline.single(roofline.matmul(hw, m, n, k, quantization=quantization), hw, vector, hw.launch_s)
     alone = roofline.matmul(hw, m, n, k, quantization=quantization, input_quantized=True)

@@ -47,10 +47,9 @@ from typing import Any
 import numpy as np
 
 import roofline
-from adapters import evaluate, to_core
+from adapters import evaluate
 from bench import loo
 from hardware_db import load_hardware
-from schemas.estimates import EstimateContext, Options
 from schemas.hardware import HardwareCreate
 from service.benchmarks.datasets import (  # the parsers, shared with `ridgeline benchmarks import`
     DATA_DIR,
@@ -148,8 +147,7 @@ def hardware(launch_s: float = KERNEL_FLOOR_S, spec: HardwareCreate | None = Non
     """The catalogue profile as the service maps it, with the per-kernel fixed cost of a timing scope."""
     if spec is None:
         spec = next(h for h in load_hardware() if h.slug == HARDWARE)
-    ctx = EstimateContext(hardware=spec.slug, options=Options(launch_overhead_s=launch_s))
-    return to_core(spec, ctx)
+    return loo.core_profile(spec, launch_s)
 
 
 def predict(group: Group, hw: roofline.Hardware, scopes: dict[str, Scope] | None = None) -> np.ndarray:

@@ -191,6 +191,9 @@ def aiconfigurator_quantized_gemm(path: Path) -> list[Group]:
 # aiconfigurator's MoE rows (validation/aiconfigurator-b200/README.md): `moe_dtype` → the experts' quantization.
 MOE_QUANTIZATIONS = {"bfloat16": "none", "fp8": "fp8_tensor", "fp8_block": "fp8_block", "nvfp4": "nvfp4",
                      "w4a8_mxfp4_mxfp8": "w4a8_mxfp4_mxfp8", "w4a16_mxfp4": "w4a16_mxfp4"}  # fmt: skip
+# The MoE op's size fields → moe_perf.csv's columns.
+MOE_COLUMNS = {"tokens": "num_tokens", "hidden": "hidden_size", "inter": "inter_size", "top_k": "topk",
+               "experts": "num_experts", "tensor": "moe_tp_size", "expert": "moe_ep_size"}  # fmt: skip
 
 
 def aiconfigurator_moe(path: Path) -> list[Group]:
@@ -207,9 +210,7 @@ def aiconfigurator_moe(path: Path) -> list[Group]:
         routing, alpha = ("balanced", 1.2) if distribution == "balanced" else ("power_law", float(distribution[10:]))
         op = MoeLayer(tokens=1, hidden=1, inter=1, top_k=1, experts=1, gated=not nongated,
                       quantization=MOE_QUANTIZATIONS[moe_dtype], routing=routing, alpha=alpha)  # fmt: skip
-        names = {"tokens": "num_tokens", "hidden": "hidden_size", "inter": "inter_size", "top_k": "topk",
-                 "experts": "num_experts", "tensor": "moe_tp_size", "expert": "moe_ep_size"}  # fmt: skip
-        sizes = {field: col(sub, column) for field, column in names.items()}
+        sizes = {field: col(sub, column) for field, column in MOE_COLUMNS.items()}
         labels = [
             f"{moe_dtype} {distribution} T={r['num_tokens']} h={r['hidden_size']} i={r['inter_size']} "
             f"k={r['topk']} E={r['num_experts']} tp={r['moe_tp_size']} ep={r['moe_ep_size']}"
