@@ -292,7 +292,12 @@ def leave_one_device_out(root: Path | None = None) -> dict[str, Any]:
 
 def _constants(c: loo.Constants) -> dict[str, Any]:
     names = [f for f in loo.Constants.__dataclass_fields__ if f != "sources"]
-    return {name: {"value": getattr(c, name), "from": c.sources.get(name, "shipped")} for name in names}
+    out = {}
+    for name in names:
+        # A table of constants (the narrow products' efficiencies) records where each entry came from.
+        parts = [f"{key.split('.', 1)[1]}: {src}" for key, src in c.sources.items() if key.startswith(name + ".")]
+        out[name] = {"value": getattr(c, name), "from": c.sources.get(name) or "; ".join(parts) or "shipped"}
+    return out
 
 
 def render_loo(doc: dict[str, Any]) -> Iterator[str]:
@@ -324,7 +329,12 @@ def render_loo(doc: dict[str, Any]) -> Iterator[str]:
         cells = []
         for fold, values in doc["constants"].items():
             v, src = values[name]["value"], values[name]["from"]
-            shown = "none" if v is None else (f"{v * 1e6:.2f} µs" if name.endswith("_s") else f"{v:g}")
+            if v is None:
+                shown = "none"
+            elif isinstance(v, (tuple, list)):  # the narrow products' efficiencies: (key, value) pairs
+                shown = ", ".join(f"{key} {value:g}" for key, value in v)
+            else:
+                shown = f"{v * 1e6:.2f} µs" if name.endswith("_s") else f"{v:g}"
             cells.append(f"{fold}: {shown}" + ("" if fold == "shipped" else f" [{src}]"))
         yield f"  {name}"
         for cell in cells:

@@ -80,3 +80,23 @@ def test_xlas_table_is_read_as_its_readme_says() -> None:
     assert (f32.dtype, f32.out_dtype, f32.precision) == ("fp32", "fp32", "default")  # XLA's default precision
     fp8 = groups[("mi355x", "f8e4m3fnxf8e5m2->bf16")]
     assert (fp8.family, fp8.parts[0].op.dtype, fp8.parts[0].op.out_dtype) == ("gemm-fp8", "fp8", "bf16")
+
+
+def test_leave_one_device_out_text_renders_every_constant() -> None:
+    """The text report of `--leave-one-device-out` prints each fold's constants, the narrow products' efficiency
+    table (key, value pairs) included, with the devices each entry was derived from (it once raised on the table)."""
+    from dataclasses import replace
+
+    from bench import loo
+
+    derived = replace(loo.SHIPPED, narrow_matmul_efficiency=(("fp8", 0.92), ("fp8_block", 0.61)), sources={
+        "narrow_matmul_efficiency.fp8": "l40s, rtx-pro-6000-server", "kernel_floor_s": "b200"})  # fmt: skip
+    row = {"median_ape": 0.1, "p90_ape": 0.2, "bias": -0.05}
+    doc = {
+        "rows": [{"source": "aiconfigurator", "family": "gemm", "device": "b200", "count": 3, "in_sample": row,
+                  "loo": row}],
+        "constants": {"shipped": validate._constants(loo.SHIPPED), "without b200": validate._constants(derived)},
+    }  # fmt: skip
+    text = "\n".join(validate.render_loo(doc))
+    assert "without b200: fp8 0.92, fp8_block 0.61 [fp8: l40s, rtx-pro-6000-server]" in text
+    assert "without b200: 2.50 µs [b200]" in text
