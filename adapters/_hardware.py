@@ -21,10 +21,10 @@ _CORE_ENTRIES = 256
 
 
 def to_core(spec: HardwareSpec, ctx: EstimateContext) -> roofline.Hardware:
-    """The core's view of a profile with the request's options (efficiencies, launch overhead) applied."""
+    """The core's view of a profile with the request's options (efficiencies, launch overhead, cache state) applied."""
     o = ctx.options
     # Every option `_to_core` reads:
-    key = (id(spec), o.launch_overhead_s, o.matmul_efficiency, o.vector_efficiency, o.memory_efficiency)
+    key = (id(spec), o.launch_overhead_s, o.matmul_efficiency, o.vector_efficiency, o.memory_efficiency, o.cache)
     hit = _CORE.get(key)
     if hit is not None and hit[0] is spec:
         return hit[1]
@@ -61,6 +61,7 @@ def _to_core(spec: HardwareSpec, o: Options) -> roofline.Hardware:
         architecture=c.architecture,
         kind=str(spec.kind),
         clock_hz=c.clock_hz,
+        warm_cache=o.cache == "warm",
     )
 
 

@@ -295,6 +295,7 @@ def render_run(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
                 "interconnect": p.hardware.efficiency.interconnect,
             },
             "launch_overhead_s": run.system.hardware.launch_s,
+            "cache": "warm" if run.system.hardware.warm_cache else "cold",
             "attention": run.attention,
             "fused": run.fused,
             "dtypes": vars(run.precision),

@@ -28,6 +28,7 @@ def with_assumptions(est: roofline.Estimate, hw: roofline.Hardware, hardware_nam
             "hardware": hardware_name,
             "efficiency": {"matmul": hw.eff_matmul, "vector": hw.eff_vector, "memory": hw.eff_memory},
             "launch_overhead_s": hw.launch_s,
+            "cache": "warm" if hw.warm_cache else "cold",
             "calibration": "none",
         }
     )

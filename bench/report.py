@@ -231,7 +231,9 @@ def render(base: dict[str, Any]) -> Iterator[str]:
         "CUDA-graph replay, bf16 and the quantised GEMMs: dynamic per-tensor fp8, fp8 with 1×128 block scales, "
         "NVFP4, each call quantising its bf16 input; and one rank's fused MoE layer, `moe`, over dtypes, gated or "
         "not, balanced or power-law routing), predicted from their catalogue profiles; the narrow products' "
-        "efficiency is chosen across these devices (decisions 0028, 0029: see the leave-one-device-out table). The "
+        "efficiency is chosen across these devices (decisions 0028, 0029: see the leave-one-device-out table). Their "
+        'attention tables are predicted with a warm cache (`options.cache = "warm"`: that collector replays one '
+        "call on the same buffers, and a call that fits in L2 runs from there; decision 0035). The "
         "xla rows "
         "are XLA's own matmul table on B200 and gfx950 (`mi355x`): 16-bit, fp8 and f32 products (f32 at XLA's "
         "default precision: TF32 on B200, the FP32 Matrix Cores on gfx950), profiler kernel time."

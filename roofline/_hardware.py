@@ -53,7 +53,7 @@ L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT = 19.0
 # against bf16, over the GEMMs of at least 2e11 FLOPs that both tables hold) on aiconfigurator's TensorRT-LLM
 # 1.3.0rc20 tables of B200, L40S and RTX Pro 6000 (decision 0028); the leave-one-device-out report re-derives it
 # without each device.
-NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.93, "fp8_block": 0.71, "fp4": 0.73}
+NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.92, "fp8_block": 0.71, "fp4": 0.73}
 NARROW_MATMUL_KEYS: Mapping[str, str] = {
     "fp8": "fp8", "int8": "fp8", "fp6": "fp8", "fp4": "fp4", "fp8_block": "fp8_block",
 }  # fmt: skip
@@ -90,6 +90,11 @@ class Hardware:
     architecture: str | None = None  # instruction-set generation, e.g. "sm_80", for per-architecture costs
     kind: str = "gpu"  # "gpu", "tpu" or "cpu": what a framework's default precision runs fp32 matmuls as
     clock_hz: float | None = None  # compute-unit clock (boost), for rates given per clock
+    # The timing scope's cache state. False (cold): a kernel's reads and writes go to device memory unless the op
+    # itself re-reads data (`Kernel.cache_in_bytes`), as in serving, where each layer's weights and activations differ.
+    # True (warm): a benchmark's steady state, the same call replayed (a CUDA-graph loop over one op), so a kernel
+    # whose bytes fit in the last-level cache finds them there (`roofline._kernels.single`).
+    warm_cache: bool = False
     # The model's two combination norms, chosen on measured data (`roofline.kernel_time`'s overlap of math and memory,
     # `roofline._kernels.MEMORY_QUEUEING_NORM`'s two memory limits); None: the shipped value. Set only to re-derive
     # them without a device (`python -m bench.validate --leave-one-device-out`, docs/decisions/0027).

@@ -135,6 +135,17 @@ def _merged(kernels: Sequence[Kernel]) -> tuple[Kernel, dict[str, Num], dict[str
     return main, extra, assumptions
 
 
+def _warm(k: Kernel, hw: Hardware, moved: Num, cold_s: Num) -> Num:
+    """Memory time in a warm-cache scope (`Hardware.warm_cache`): a kernel whose bytes (device-memory and L2 re-reads)
+    fit in the last-level cache reads and writes them there, at the L2's rate (`Hardware.shared_l2_read_bytes_per_s`
+    × `eff_memory`), never slower than from device memory; a larger one streams from device memory as when cold."""
+    l2 = hw.shared_l2_read_bytes_per_s
+    if l2 is None or hw.cache_bytes <= 0.0:
+        return cold_s
+    total = moved + k.cache_in_bytes
+    return _num.where(total <= hw.cache_bytes, _num.minimum(cold_s, total / (l2 * hw.eff_memory)), cold_s)
+
+
 def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s: float) -> Estimate:
     """Kernels run one after another, each reading and writing device memory.
 
@@ -150,6 +161,8 @@ def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s
     for k in kernels:
         moved = k.external_in_bytes + k.chained_in_bytes + k.out_bytes
         c, m = k.compute_s(hw, vector_peak), _num.maximum(k.memory_s(hw, moved), k.cache_s(hw, moved))
+        if hw.warm_cache:
+            m = _warm(k, hw, moved, m)
         total["flops"] = total["flops"] + k.flops
         total["bytes"] = total["bytes"] + moved
         total["compute"] = total["compute"] + c

@@ -88,6 +88,14 @@ class Options(InputModel):
     matmul_efficiency: Fraction | None = None
     vector_efficiency: Fraction | None = None
     memory_efficiency: Fraction | None = None
+    cache: Literal["cold", "warm"] = Field(
+        default="cold",
+        description='"cold" (default): every kernel reads and writes device memory, as in serving, where each layer '
+        'brings new weights and activations. "warm": a benchmark\'s steady state, the same call replayed (a '
+        "CUDA-graph loop over one op): a kernel whose bytes fit in the last-level cache reads and writes them there, "
+        "at the cache's rate (never slower than device memory). Use it to compare with microbenchmarks that do not "
+        "flush the cache between runs.",
+    )
     calibration: Literal["none", "latest"] | Annotated[int, Field(ge=1, le=2**31 - 1)] = Field(
         default="none",
         description='"none" (the physical model), "latest" (the newest calibration of this hardware profile) or a '

@@ -135,6 +135,22 @@ ESTIMATE_OP_EXAMPLES = {
             },
         },
     ),
+    "warm-cache-benchmark": Example(
+        summary="Decode attention on an L40S as a microbenchmark replaying it sees it: its 67 MB cache warm in L2",
+        value={
+            "hardware": "l40s",
+            "op": {
+                "kind": "attention",
+                "batch": 8,
+                "heads": 32,
+                "kv_heads": 8,
+                "head_dim": 128,
+                "q_len": 1,
+                "kv_len": 2048,
+            },
+            "options": {"cache": "warm", "launch_overhead_s": 2.5e-6},
+        },
+    ),
     "what-if": Example(
         summary="An H100 with 5 TB/s: a decode-shaped GEMV",
         value={

@@ -160,9 +160,17 @@ def attention(
     l2_s_per_byte = 1.0 / (l2_rate * hw.eff_memory) if l2_rate else 0.0
     shared_share = _num.where(per_head & in_cache, (group - 1.0) / group, 0.0)
     first_kv_s_per_byte = (1.0 - shared_share) * hbm_s_per_byte + shared_share * l2_s_per_byte
+    io_s_per_byte: Num = hbm_s_per_byte
+    if hw.warm_cache and l2_rate is not None and l2_rate > hw.memory_bytes_per_s:
+        # A warm-cache scope (`Hardware.warm_cache`): a call whose Q, K, V and output fit in L2 waits on L2 for its
+        # tiles too, as `roofline._kernels.single` serves its bytes from there.
+        warm = k_bytes + v_bytes + q_bytes + s * b * h * q * d <= hw.cache_bytes
+        first_kv_s_per_byte = _num.where(warm, l2_s_per_byte, first_kv_s_per_byte)
+        io_s_per_byte = _num.where(warm, l2_s_per_byte, hbm_s_per_byte)
     tiles = flash_tiles(
-        hw, (b, h, _num.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype, first_kv_s_per_byte, window
-    )
+        hw, (b, h, _num.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype, first_kv_s_per_byte, window,
+        io_s_per_byte,
+    )  # fmt: skip
     kernel.matrix_s = tiles.pop("seconds")
     # Split keys: the partial outputs are combined by a second kernel (FlashDecoding), or inside the same one (XQA).
     launches = tiles.pop("launches")

@@ -49,10 +49,16 @@ XQA_TILE_BUFFERS = 2.0  # nbTileBuffers
 # and only then can request it, two device-memory round trips in series (as an embedding waits for its token id)
 # before its first product. With one decode thread block per compute unit, no other block hides them, so every wave
 # of decode tiles (one query per sequence, packed) waits at least this many latencies. RL-ASSUME: the table entry
-# is not in L2 already; a prefill reads K and V where the QKV projection wrote them. XQA's own source shows a third
+# is not in L2 already. XQA's own source shows a third
 # load ahead of these, the sequence length (`XQA_KV_ROUND_TRIPS`); this count stays for the kernels whose source is
 # not on file.
 PAGED_KV_ROUND_TRIPS = 2.0
+# A prefill (context) thread block of TensorRT-LLM's FMHA reads K and V from the paged cache the call's
+# pre-processing kernel has just written (Q in, paged K/V: fmha_v2's `Q_PAGED_KV` input layout, as known; that
+# kernel's source is not on file), so it takes XQA's chain before its first product: the sequence's offsets
+# (cu_seqlens), the page index, then the K tile. Each wave of prefill tiles waits at least these latencies in
+# series, as decode tiles do (docs/decisions/0035).
+CONTEXT_KV_ROUND_TRIPS = XQA_KV_ROUND_TRIPS
 
 
 def flash_tiles(
@@ -65,6 +71,7 @@ def flash_tiles(
     dtype: str,
     first_kv_s_per_byte: Num | None = None,
     window: Num | None = None,
+    io_s_per_byte: Num | None = None,
 ) -> dict[str, Num]:
     """The tile schedule of a flash-attention kernel (shape = batch, heads, kv_heads, head_dim, q_len, kv_len):
     its time on the compute units and their exposed waits, in seconds.
@@ -82,7 +89,10 @@ def flash_tiles(
     its own rule and combines in the same kernel (`XQA_ROW_MAX_LOADS`). Each wave waits for its query tile and first
     K/V block and stores its output tile, at the active thread blocks' share of bandwidth (`K_STEP`), and a decode
     tile (one query per sequence) waits at least `PAGED_KV_ROUND_TRIPS` memory latencies (XQA: `XQA_KV_ROUND_TRIPS`)
-    for its first K/V page. `launches`: the kernels it takes (2 with a second, combining kernel).
+    for its first K/V page, a prefill tile `CONTEXT_KV_ROUND_TRIPS`. `launches`: the kernels it takes (2 with a
+    second, combining kernel).
+    `first_kv_s_per_byte` and `io_s_per_byte`: seconds per byte of a wave's first K/V block and of its query and
+    output tiles (default: device memory's; a call served from a warm L2 passes the L2's).
 
     A sliding `window` (kv_len already cut to the keys some query sees, `window_keys`): a tile of P query positions
     walks only the blocks of its band, the P + w − 1 keys from its first row's window to its last row, and meets a
@@ -121,9 +131,11 @@ def flash_tiles(
     decode = packed & (q == 1.0)  # one new token per sequence against its cache
     xqa = decode & (group > 1.0)  # masked MHA comes here with kv_heads = heads
     latency = hw.memory_latency_s or 0.0
-    page_wait = _num.where(xqa, XQA_KV_ROUND_TRIPS, PAGED_KV_ROUND_TRIPS) * latency
+    page_wait = _num.where(xqa, XQA_KV_ROUND_TRIPS, _num.where(decode, PAGED_KV_ROUND_TRIPS, CONTEXT_KV_ROUND_TRIPS))
+    page_wait = page_wait * latency
     first_kv = 2.0 * _num.minimum(block, kv) * d * s
     kv_s_per_byte = 1.0 / bw if first_kv_s_per_byte is None else first_kv_s_per_byte
+    io = 1.0 / bw if io_s_per_byte is None else io_s_per_byte  # a tile's query rows in and output out
 
     point = _num.is_point(per_block, blocks, heads_per_grid)
     xp = _num.FLOATS if point else _num.ARRAYS  # the split search runs these many times
@@ -136,9 +148,9 @@ def flash_tiles(
         waves = xp.ceil(ctas / slots)
         partial = split > 1.0
         out_bytes = tile_rows * d * xp.where(partial, PARTIAL_BYTES, s)
-        exposed = waves * ((tile_rows * d * s + out_bytes) / bw + first_kv * kv_s_per_byte) * xp.minimum(ctas, slots)
-        exposed = xp.where(decode, xp.maximum(exposed, waves * page_wait), exposed)
-        seconds = seconds + xp.where(partial, 2.0 * PARTIAL_BYTES * split * b * h * q * d / bw, 0.0)
+        exposed = waves * ((tile_rows * d * s + out_bytes) * io + first_kv * kv_s_per_byte) * xp.minimum(ctas, slots)
+        exposed = xp.maximum(exposed, waves * page_wait)
+        seconds = seconds + xp.where(partial, 2.0 * PARTIAL_BYTES * split * b * h * q * d * io, 0.0)
         return seconds, exposed + xp.where(partial, combine_s, 0.0), ctas
 
     best: Num = (

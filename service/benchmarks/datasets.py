@@ -144,7 +144,7 @@ def aiconfigurator_generations(root: Path) -> list[Group]:
         found.extend(aiconfigurator_quantized_gemm(base / "gemm_perf.csv"))
         found.extend(aiconfigurator_moe(base / "moe_perf.csv"))
         for phase in ("context", "generation"):
-            found.extend(aiconfigurator_attention(base / f"{phase}_attention_perf.csv", phase))
+            found.extend(aiconfigurator_attention(base / f"{phase}_attention_perf.csv", phase, warm=True))
         for group in found:
             group.device = device
         groups.extend(found)
@@ -222,8 +222,9 @@ def aiconfigurator_moe(path: Path) -> list[Group]:
     return groups
 
 
-def aiconfigurator_attention(path: Path, phase: str) -> list[Group]:
-    """`context_attention_perf.csv` (phase "context") or `generation_attention_perf.csv` ("generation").
+def aiconfigurator_attention(path: Path, phase: str, warm: bool = False) -> list[Group]:
+    """`context_attention_perf.csv` (phase "context") or `generation_attention_perf.csv` ("generation"); `warm`: its
+    collector replays each call on the same buffers (timing scope `aiconfigurator-<phase>-warm`).
 
     `window_size` > 0 is sliding-window attention over that many keys (the local layers of gpt-oss, 128, and of
     Gemma-like models, 1 024 and 8 192; TensorRT-LLM's `attention_window_size`); 0 is full causal attention."""
@@ -248,7 +249,8 @@ def aiconfigurator_attention(path: Path, phase: str) -> list[Group]:
             for x, y, z, u, v in zip(b, h, d, q, kv, strict=True)
         ]
         measured = col(sub, "latency") * 1e-3
-        groups.append(Group("aiconfigurator", family, parts, measured, labels, f"aiconfigurator-{phase}"))
+        scope = f"aiconfigurator-{phase}" + ("-warm" if warm else "")
+        groups.append(Group("aiconfigurator", family, parts, measured, labels, scope))
     return groups
 
 

@@ -187,3 +187,30 @@ def test_memory_queueing_norm_on_the_profile_replaces_the_shipped_one() -> None:
     bw = hw.memory_bytes_per_s * hw.eff_memory
     in_flight = hw.units * (hw.threads_per_unit or 0) * 2.0 / (hw.memory_latency_s or 0.0)  # one bf16 per thread
     assert float(kernel.memory_s(hw, moved)) == pytest.approx(moved / bw + moved / in_flight, rel=1e-12)
+
+
+# --- a warm-cache timing scope (roofline.Hardware.warm_cache) -------------------------------------------------------
+
+
+def _tiled(in_bytes: float, out_bytes: float) -> roofline.Kernel:
+    return roofline.Kernel(flops=0.0, matrix_s=0.0, vector_flops=0.0, sfu_ops=0.0, external_in_bytes=in_bytes,
+                           chained_in_bytes=0.0, out_bytes=out_bytes, peak=1.0, unit="matrix")  # fmt: skip
+
+
+def test_a_warm_cache_serves_a_kernel_that_fits_from_l2_and_no_slower_than_memory() -> None:
+    """A device of 100 units at 1 GHz without a published L2 bandwidth: its L2 serves 100 × 1e9 × 19 B/s = 1.9 TB/s
+    (roofline.L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT), from a 40 MB L2, against 1 TB/s of device memory (efficiencies
+    1). 8 MB in and 8 MB out: 16 µs cold, 16e6 / 1.9e12 = 8.42 µs warm; 25 + 25 MB does not fit: 50 µs either way.
+    With 4 TB/s of device memory the L2 is the slower path: 4 µs, warm or not."""
+    hw = roofline.Hardware(name="toy", units=100, matrix_flops_per_s={"bf16": 1e15}, vector_flops_per_s={"fp32": 1e13},
+                           memory_bytes_per_s=1e12, memory_capacity_bytes=80e9, launch_s=0.0, eff_matmul=1.0,
+                           eff_vector=1.0, eff_memory=1.0, cache_bytes=40e6, clock_hz=1e9,
+                           architecture="sm_80")  # fmt: skip
+    warm = replace(hw, warm_cache=True)
+    for profile, expected in ((hw, 16e-6), (warm, 16e6 / 1.9e12)):
+        est = roofline.single([_tiled(8e6, 8e6)], profile, 1e13, 0.0)
+        assert float(est.memory_s) == pytest.approx(expected, rel=1e-12)
+    big = roofline.single([_tiled(25e6, 25e6)], warm, 1e13, 0.0)
+    assert float(big.memory_s) == pytest.approx(50e-6, rel=1e-12)
+    fast = replace(warm, memory_bytes_per_s=4e12)
+    assert float(roofline.single([_tiled(8e6, 8e6)], fast, 1e13, 0.0).memory_s) == pytest.approx(4e-6, rel=1e-12)

@@ -145,6 +145,25 @@ def test_launch_overhead_floors_a_tiny_kernel_and_zero_removes_the_floor(client:
     assert graph["assumptions"]["launch_overhead_s"] == 0
 
 
+def test_a_warm_cache_serves_a_call_that_fits_in_l2_from_there(client: TestClient) -> None:
+    """`options.cache = "warm"` (a benchmark replaying one call): a kernel whose bytes fit in the L40S's 96 MB L2 reads
+    and writes them at the L2's rate, which the profile does not publish: 142 SMs × 2.52 GHz × 19 B per clock
+    (roofline.L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT) = 6.8 TB/s, × 0.90 memory efficiency. One that does not fit
+    streams from GDDR6 as when cold."""
+    elements = 1 << 22  # bf16 in and out: 16 MiB
+    body: dict[str, Any] = {"hardware": "l40s", "op": {"kind": "elementwise", "elements": elements}}
+    cold = op(client, body)
+    warm = op(client, {**body, "options": {"cache": "warm"}})
+    assert warm["memory_time_s"] == pytest.approx(elements * 4 / (142 * 2.52e9 * 19 * 0.90))
+    assert warm["memory_time_s"] < cold["memory_time_s"] / 5  # GDDR6: 864 GB/s × 0.90 and the queueing limit
+    assert (cold["assumptions"]["cache"], warm["assumptions"]["cache"]) == ("cold", "warm")
+    big = {"hardware": "l40s", "op": {"kind": "elementwise", "elements": 1 << 26}}  # 256 MiB
+    assert op(client, {**big, "options": {"cache": "warm"}})["time_s"] == op(client, big)["time_s"]
+    assert rejected(client.post("/v1/estimate/op", json={**body, "options": {"cache": "hot"}})) == [
+        "body.options.cache"
+    ]
+
+
 def test_options_override_efficiencies(client: TestClient) -> None:
     elements = 1 << 28
     body = {

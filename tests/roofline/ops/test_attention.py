@@ -76,9 +76,9 @@ def test_every_wave_of_decode_tiles_waits_for_its_first_kv_page() -> None:
     (kernel,) = roofline.attention(A100, 1080, 1, 1, 128, 1, 2)
     assert float(kernel.extra["kv_splits"]) == 1.0
     assert float(kernel.exposed_s) == pytest.approx(10 * 2 * 650e-9, rel=1e-12)
-    # A prefill tile reads K and V where the projection wrote them: its wait is the bandwidth share alone.
+    # A prefill tile reads the paged cache too, through the sequence's offsets first: 3 round trips per wave.
     (prefill,) = roofline.attention(A100, 1080, 1, 1, 128, 2, 2)
-    assert float(prefill.exposed_s) < 10 * 650e-9
+    assert float(prefill.exposed_s) == pytest.approx(10 * 3 * 650e-9, rel=1e-12)
 
 
 # --- L2 re-reads (Hardware.cache_bandwidth_bytes_per_s), by hand on the A100 profile -------------------------------
@@ -169,6 +169,17 @@ def test_every_wave_of_xqa_blocks_waits_for_three_loads_in_series() -> None:
     # Masked MHA (one query head per K/V head) keeps the block table's two round trips.
     (mha,) = roofline.attention(A100, 1080, 1, 1, 128, 1, 2)
     assert float(mha.exposed_s) == pytest.approx(10 * 2 * LATENCY, rel=1e-12)
+
+
+def test_every_wave_of_prefill_tiles_waits_for_the_paged_cache_chain() -> None:
+    # Prefill reads the paged cache the way XQA does (roofline.ops.CONTEXT_KV_ROUND_TRIPS = 3). 216 sequences of 16
+    # tokens, one head of 64: 216 tiles of 16 rows, 2 waves of 108. A wave's query (2048 B), output (2048 B) and
+    # first K and V block (4096 B) at 108 blocks' share of bandwidth take 0.48 µs, less than the chain of three
+    # round trips: 2 × 3 × 650 ns.
+    assert (2048 + 2048 + 4096) * 108 / BW < 3 * LATENCY
+    (kernel,) = roofline.attention(A100, 216, 1, 1, 64, 16, 16)
+    assert float(kernel.extra["ctas"]) == 216.0 and float(kernel.extra["kv_splits"]) == 1.0
+    assert float(kernel.exposed_s) == pytest.approx(2 * 3 * LATENCY, rel=1e-12)
 
 
 def test_xqa_splits_a_long_cache_by_its_rule_and_merges_in_the_same_kernel() -> None:
