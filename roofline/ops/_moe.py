@@ -10,6 +10,9 @@
 5. the second grouped GEMM (down projections);
 6. finalize (`finalizeMoeRoutingKernel`): each token's k expert outputs, weighted and summed, back in token order.
 
+Where the grouped GEMMs are CUTLASS TMA warp-specialised kernels (`TMA_WS_GROUPED_GEMM_ARCHITECTURES`), a set-up
+kernel writes their per-expert layouts before the first (seven kernels).
+
 A grouped GEMM schedules every expert's tiles over the device together: its tiles and waves are those of a batched
 product of `touched` experts with `per_expert` rows each (`roofline.ops.matmul`'s batch), and it reads each touched
 expert's weights once.
@@ -46,6 +49,24 @@ ROUTINGS = ("uniform", "balanced", "power_law")
 # stratified quantiles (one per expert): the most-loaded rank is the one holding the hottest expert, its other experts
 # at the mean load of the rest; an expert of mean load λ receives a token with probability 1 − e^−λ (Poisson).
 POWER_LAW_MAX_SHARE = 0.8
+
+# Where TensorRT-LLM's fused MoE runs its grouped GEMMs as CUTLASS TMA warp-specialised kernels
+# (`MoeGemmRunner::supportsTmaWarpSpecialized`, moe_gemm_template_dispatch.h; moe_tma_warp_specialized_traits.h in
+# FlashInfer 0.7.2's copy): Hopper and datacenter Blackwell for every type; sm_120 (RTX Pro 6000, GeForce Blackwell)
+# only for NVFP4 products and fp8 activations on fp4 weights; every other device runs the Ampere grouped GEMM. That
+# path first launches `computeStridesTmaWarpSpecializedKernel` (cutlass_fused_moe_kernels.cuh,
+# `setupTmaWarpSpecializedInputs`): one thread per local expert reads its first-token offset and writes both GEMMs'
+# per-expert pointers, strides and problem shapes.
+TMA_WS_GROUPED_GEMM_ARCHITECTURES = ("sm_90", "sm_100", "sm_103")
+SM120_TMA_WS_QUANTIZATIONS = ("nvfp4", "w4a8_mxfp4_mxfp8")
+TMA_WS_LAYOUT_BYTES = 2 * 8 * 8  # per expert and GEMM: 8 eight-byte entries (A, B, C, D pointers and strides)
+
+
+def runs_tma_ws_grouped_gemm(hw: Hardware, quantization_scheme: str) -> bool:
+    """Whether the device's fused MoE runs the TMA warp-specialised grouped GEMMs (and their set-up kernel)."""
+    if hw.architecture in TMA_WS_GROUPED_GEMM_ARCHITECTURES:
+        return True
+    return hw.architecture in ("sm_120", "sm_121") and quantization_scheme in SM120_TMA_WS_QUANTIZATIONS
 
 
 def _capped(load: Array, total: float, cap: float) -> Array:
@@ -152,6 +173,13 @@ def moe(
         # expand: read the routed tokens' rows, write them in expert order (quantised when the products are narrow)
         elementwise_kernel(hw, pairs * h, 1.0, 0.0, zero, s * pairs * h, s_q * pairs * h, s),
     ]
+    if runs_tma_ws_grouped_gemm(hw, quantization_scheme):
+        # the grouped GEMMs' set-up: each local expert's offset in, its two GEMMs' layouts out (TMA_WS_LAYOUT_BYTES)
+        local = e / ep
+        layouts = 2.0 * TMA_WS_LAYOUT_BYTES * local
+        kernels.append(
+            elementwise_kernel(hw, local, 0.0, 0.0, zero, 8.0 * (local + 1.0), layouts, 8.0, access="scalar")
+        )
     scheme = quantization_scheme if q else "none"
     products = [
         matmul(hw, per_expert, g * width, h, touched, dtype, dtype, quantization=scheme, input_quantized=True),

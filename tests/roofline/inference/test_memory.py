@@ -40,7 +40,7 @@ def test_mixtral_memory_counts_every_expert_flops_top_k_and_decode_reads_touched
     for batch in (1, 16):
         est = inf.estimate_inference(inf.InferenceRun(model, hw, inf.Workload.uniform(batch, 64, 2)))
         assert est.memory.weights_bytes == 2 * 46_702_792_704
-        moe = rows(est.decode)["experts"]  # one step: the fused MoE's six kernels (roofline.ops.moe)
+        moe = rows(est.decode)["experts"]  # one step: the fused MoE's seven kernels on an H100 (roofline.ops.moe)
         t, pairs = batch, batch * top_k  # tokens, token-expert pairs
         touched = experts * (1 - (1 - top_k / experts) ** batch)  # 2 for one token; 7.92 for 16
         flops = (
@@ -55,6 +55,7 @@ def test_mixtral_memory_counts_every_expert_flops_top_k_and_decode_reads_touched
         moved = (
             4 * t * experts + 8 * t * top_k  # routing: fp32 logits in; ids and weights out
             + 2 * (2 * pairs * d)  # expand: rows in, rows out (bf16)
+            + 8 * (experts + 1) + 2 * 128 * experts  # TMA grouped GEMMs' set-up: offsets in, two layouts out
             + 2 * (pairs * d + touched * d * 2 * f + pairs * 2 * f)  # gate/up: tokens, touched experts' weights, out
             + 2 * (2 * pairs * f + pairs * f)  # activation: gate and up in, product out
             + 2 * (pairs * f + touched * f * d + pairs * d)  # down

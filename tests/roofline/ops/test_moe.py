@@ -1,5 +1,6 @@
-"""A MoE layer as a fused MoE runs it (`roofline.moe`): its six kernels, the routed pairs, the weights it reads, the
-routing's balance, worked by hand on the H100 profile (tests/roofline/profiles.py)."""
+"""A MoE layer as a fused MoE runs it (`roofline.moe`): its six kernels (seven where the grouped GEMMs are TMA
+warp-specialised), the routed pairs, the weights it reads, the routing's balance, worked by hand on the H100 profile
+(tests/roofline/profiles.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,20 @@ import pytest
 
 import roofline
 from roofline.ops import rank_load
-from tests.roofline.profiles import H100
+from tests.roofline.profiles import A100, H100
 
 FP4 = replace(H100, matrix_flops_per_s={**H100.matrix_flops_per_s, "fp4": 4 * 989e12})
 
 
-def test_a_balanced_layer_runs_six_kernels_over_the_pairs_routed_to_this_device() -> None:
+def test_a_balanced_layer_runs_seven_kernels_over_the_pairs_routed_to_this_device() -> None:
     """1 024 tokens, top-8 of 256 experts over 8 devices (32 local experts), hidden 7 168, expert width 2 048 split
-    over 2 devices: 1 024 · 8 / 8 = 1 024 pairs here, 32 per local expert, every local expert touched."""
+    over 2 devices: 1 024 · 8 / 8 = 1 024 pairs here, 32 per local expert, every local expert touched. An H100's
+    grouped GEMMs are TMA warp-specialised: a set-up kernel reads the 33 expert offsets (8 B each) and writes both
+    GEMMs' layouts, 2 × 128 B per local expert."""
     t, h, i, k, e, tp, ep = 1024.0, 7168.0, 2048.0, 8.0, 256.0, 2.0, 8.0
-    routing, expand, up, act, down, finalize = roofline.moe(H100, t, h, i, k, e, tp, ep, routing="balanced")
+    routing, expand, setup, up, act, down, finalize = roofline.moe(H100, t, h, i, k, e, tp, ep, routing="balanced")
     pairs, width, touched = 1024.0, 1024.0, 32.0
+    assert float(setup.chained_in_bytes) == 8 * 33 and float(setup.out_bytes) == 2 * 128 * 32
     assert float(routing.chained_in_bytes) == 4 * t * e and float(routing.out_bytes) == 8 * t * k
     assert float(expand.chained_in_bytes) == float(expand.out_bytes) == 2 * pairs * h
     assert float(up.flops) == 2 * pairs * 2 * width * h  # gate and up
@@ -40,6 +44,7 @@ def test_a_balanced_layer_runs_six_kernels_over_the_pairs_routed_to_this_device(
 def test_uniform_routing_touches_the_expected_experts() -> None:
     """4 tokens, top-2 of 8 experts on one device: 8 · (1 − (6/8)^4) = 5.47 experts touched, 8 pairs."""
     *_, up, _, _, _ = roofline.moe(H100, 4.0, 4096.0, 14336.0, 2.0, 8.0)
+    assert len(roofline.moe(A100, 4.0, 4096.0, 14336.0, 2.0, 8.0)) == 6  # Ampere's grouped GEMM: no set-up kernel
     touched = 8 * (1 - 0.75**4)
     assert float(up.extra["b_bytes"]) == pytest.approx(2 * touched * 4096 * 2 * 14336)
     assert float(up.flops) == pytest.approx(2 * 8 * 2 * 14336 * 4096)
@@ -50,14 +55,14 @@ def test_narrow_experts_are_quantised_in_the_expand_kernel_and_read_narrow_weigh
     products read 0.5 + 1/16 B per weight at the fp4 rate. Weight-only int4 keeps bf16 products, weights at 0.5 B."""
     t, h, i, k, e = 256.0, 4096.0, 1024.0, 4.0, 16.0
     kernels = roofline.moe(FP4, t, h, i, k, e, quantization_scheme="nvfp4", routing="balanced")
-    assert len(kernels) == 6
-    _, expand, up, _, _, _ = kernels
+    assert len(kernels) == 7
+    _, expand, _, up, _, _, _ = kernels
     pairs = t * k
     assert float(expand.out_bytes) == pytest.approx(pairs * h * (0.5 + 1 / 16))
     assert up.peak == 4 * 989e12
     assert float(up.extra["b_bytes"]) == pytest.approx((0.5 + 1 / 16) * e * h * 2 * i)
-    bf16 = roofline.moe(H100, t, h, i, k, e, routing="balanced")[2]
-    int4 = roofline.moe(H100, t, h, i, k, e, routing="balanced", weight_dtype="int4")[2]
+    bf16 = roofline.moe(H100, t, h, i, k, e, routing="balanced")[3]
+    int4 = roofline.moe(H100, t, h, i, k, e, routing="balanced", weight_dtype="int4")[3]
     assert float(bf16.external_in_bytes) - float(int4.external_in_bytes) == pytest.approx(1.5 * e * h * 2 * i)
     assert int4.peak == bf16.peak == 989e12
 
@@ -93,3 +98,13 @@ def test_an_all_to_all_moe_routes_and_finalizes_only_the_devices_own_tokens() ->
     assert float(finalize.chained_in_bytes) == 2 * own * k * h and float(finalize.out_bytes) == 2 * own * h
     allgather = roofline.moe(H100, t, h, i, k, e, 1.0, ep, routing="balanced")
     assert float(allgather[0].chained_in_bytes) == 4 * t * e and float(allgather[-1].out_bytes) == 2 * t * h
+
+
+def test_sm120_runs_the_tma_grouped_gemms_for_fp4_products_only() -> None:
+    """TensorRT-LLM's sm_120 MoE specialisations (RTX Pro 6000) are NVFP4 and fp8 activations on fp4 weights; bf16 and
+    fp8 experts there run the Ampere grouped GEMM, without the set-up kernel."""
+    sm120 = replace(FP4, architecture="sm_120", matrix_flops_per_s={**FP4.matrix_flops_per_s, "fp8": 2 * 989e12})
+    args = (256.0, 4096.0, 1024.0, 4.0, 16.0)
+    assert len(roofline.moe(sm120, *args, routing="balanced")) == 6
+    assert len(roofline.moe(sm120, *args, quantization_scheme="fp8_tensor", routing="balanced")) == 6
+    assert len(roofline.moe(sm120, *args, quantization_scheme="nvfp4", routing="balanced")) == 7
