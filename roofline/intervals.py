@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "ANY",
+    "MIN_DEVICES",
     "MIN_ROWS",
     "QUANTILES",
     "REGIMES",
@@ -40,6 +41,9 @@ QUANTILES = (0.1, 0.9)
 REGIMES = ("small", "compute", "memory")
 SMALL_WORK_S = 10e-6
 MIN_ROWS = 50  # a (family, regime) cell with fewer rows falls back to its family's pooled band, then the regime's
+# A band measured on fewer devices than this cannot say how far a new device sits from them (issue 21: one generation
+# is held out): it is widened to contain the band of its regime over every family (`IntervalTable.band`).
+MIN_DEVICES = 3
 ANY = "*"
 
 
@@ -115,10 +119,19 @@ class IntervalTable:
 
     def band(self, family: str, regime: str) -> tuple[str, Band]:
         """The band for an op of `family` in `regime`: its own cell if it has `MIN_ROWS` rows, else its family's, else
-        the regime's over every family, else every residual; with the key it came from."""
+        the regime's over every family, else every residual; with the key it came from. A band from fewer than
+        `MIN_DEVICES` devices is widened to contain the pooled band of its regime (key `cell+pooled`): the spread of
+        a few devices says little of where the next one falls."""
         for key in (f"{family}/{regime}", f"{family}/{ANY}", f"{ANY}/{regime}", f"{ANY}/{ANY}"):
             found = self.bands.get(key)
             if found is not None and found.rows >= MIN_ROWS:
+                if found.devices < MIN_DEVICES and not key.startswith(ANY):
+                    for wider_key in (f"{ANY}/{regime}", f"{ANY}/{ANY}"):
+                        wider = self.bands.get(wider_key)
+                        if wider is not None and wider.rows >= MIN_ROWS:
+                            merged = Band(min(found.low, wider.low), max(found.high, wider.high), found.rows,
+                                          found.devices)  # fmt: skip
+                            return f"{key}+{wider_key}", merged
                 return key, found
         raise KeyError(f"no band for {family}/{regime}: the table has no pooled band")
 

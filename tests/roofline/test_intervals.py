@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roofline.intervals import MIN_ROWS, Band, IntervalTable, band_of, regime, weighted_quantiles
+from roofline.intervals import MIN_DEVICES, MIN_ROWS, Band, IntervalTable, band_of, regime, weighted_quantiles
 
 
 def test_equal_weights_put_each_value_at_the_middle_of_its_share() -> None:
@@ -46,14 +46,28 @@ def test_regime_is_small_work_else_the_larger_of_math_and_memory() -> None:
 
 def test_a_thin_cell_falls_back_to_its_family_then_its_regime() -> None:
     table = IntervalTable({
-        "matmul/small": Band(0.5, 2.0, MIN_ROWS - 1),
-        "matmul/*": Band(0.8, 1.2, MIN_ROWS),
-        "matmul/compute": Band(0.9, 1.1, MIN_ROWS),
+        "matmul/small": Band(0.5, 2.0, MIN_ROWS - 1, MIN_DEVICES),
+        "matmul/*": Band(0.8, 1.2, MIN_ROWS, MIN_DEVICES),
+        "matmul/compute": Band(0.9, 1.1, MIN_ROWS, MIN_DEVICES),
         "*/memory": Band(0.7, 1.3, 1000),
         "*/*": Band(0.6, 1.4, 5000),
     })  # fmt: skip
-    assert table.band("matmul", "compute") == ("matmul/compute", Band(0.9, 1.1, MIN_ROWS))
+    assert table.band("matmul", "compute") == ("matmul/compute", Band(0.9, 1.1, MIN_ROWS, MIN_DEVICES))
     assert table.band("matmul", "small")[0] == "matmul/*"
     assert table.band("reduction", "memory")[0] == "*/memory"
     assert table.band("reduction", "small")[0] == "*/*"
     assert IntervalTable.from_json(table.to_json()) == table
+
+
+def test_a_band_from_fewer_than_three_devices_is_widened_to_its_regimes_pooled_band() -> None:
+    """Two devices cannot say where a third falls: their band takes the wider bounds of its own and of the regime's
+    band over every family; a band of three devices stands as measured."""
+    table = IntervalTable({
+        "gemm-fp4/compute": Band(0.9, 1.1, MIN_ROWS, devices=2),
+        "matmul/compute": Band(0.95, 1.05, MIN_ROWS, devices=MIN_DEVICES),
+        "*/compute": Band(0.7, 1.05, 1000, devices=5),
+        "*/*": Band(0.6, 1.4, 5000, devices=5),
+    })  # fmt: skip
+    assert table.band("gemm-fp4", "compute") == ("gemm-fp4/compute+*/compute", Band(0.7, 1.1, MIN_ROWS, 2))
+    assert table.band("matmul", "compute") == ("matmul/compute", Band(0.95, 1.05, MIN_ROWS, MIN_DEVICES))
+    assert table.band("gemm-fp4", "memory")[0] == "*/*"
