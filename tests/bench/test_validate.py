@@ -100,3 +100,24 @@ def test_leave_one_device_out_text_renders_every_constant() -> None:
     text = "\n".join(validate.render_loo(doc))
     assert "without b200: fp8 0.92, fp8_block 0.61 [fp8: l40s, rtx-pro-6000-server]" in text
     assert "without b200: 2.50 µs [b200]" in text
+
+
+def test_the_warm_attention_scopes_differ_from_the_cold_ones_by_the_cache_state_alone() -> None:
+    """TensorRT-LLM 1.3's attention tables are timed warm (docs/decisions/0035): their scopes carry the same fixed
+    costs as the A100's cold ones, shipped and re-derived leave one device out, and only those tables use them."""
+    from dataclasses import replace
+
+    from bench import loo
+
+    derived = replace(loo.SHIPPED, kernel_floor_s=1.8e-6, context_plateau_s=10.4e-6, generation_plateau_s=6.8e-6)
+    for scopes in (validate.SCOPES, validate.scopes_of(derived)):
+        for phase in ("context", "generation"):
+            cold, warm = scopes[f"aiconfigurator-{phase}"], scopes[f"aiconfigurator-{phase}-warm"]
+            assert (warm.launch_s, warm.call_s, warm.floor_s) == (cold.launch_s, cold.call_s, cold.floor_s)
+            assert warm.warm_cache and not cold.warm_cache
+    assert validate.scopes_of(derived)["aiconfigurator-context-warm"].call_s == pytest.approx(10.4e-6 - 2 * 1.8e-6)
+    groups = validate.load(data_dir())
+    warm_devices = {g.device for g in groups if validate.SCOPES[g.scope].warm_cache}
+    assert warm_devices == GENERATIONS
+    assert {g.family for g in groups if validate.SCOPES[g.scope].warm_cache} == {
+        "attention-context", "attention-generation"}  # fmt: skip
