@@ -65,6 +65,11 @@ def _to_core(spec: HardwareSpec, o: Options) -> roofline.Hardware:
     )
 
 
+def cache_state(hw: roofline.Hardware) -> str:
+    """The `options.cache` value a core profile was built with, as estimates report it in `assumptions.cache`."""
+    return "warm" if hw.warm_cache else "cold"
+
+
 def scope_launch_s(spec: HardwareSpec, scope: TimingScope) -> float:
     """The per-kernel fixed cost a prediction of a measurement in this timing scope uses."""
     if scope is TimingScope.wall_clock:

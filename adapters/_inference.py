@@ -15,7 +15,7 @@ import roofline
 from adapters._calibration import CalibrationUse, row_calibration, run_summary
 from adapters._collectives import device_topology
 from adapters._errors import InvalidField
-from adapters._hardware import to_core
+from adapters._hardware import cache_state, to_core
 from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareSpec
 from schemas.inference import AttentionKind, AttentionOverride, Dtypes, Implementation, InferenceRequest
@@ -295,7 +295,7 @@ def render_run(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
                 "interconnect": p.hardware.efficiency.interconnect,
             },
             "launch_overhead_s": run.system.hardware.launch_s,
-            "cache": "warm" if run.system.hardware.warm_cache else "cold",
+            "cache": cache_state(run.system.hardware),
             "attention": run.attention,
             "fused": run.fused,
             "dtypes": vars(run.precision),

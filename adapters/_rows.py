@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 
 import roofline
 from adapters._errors import non_finite
+from adapters._hardware import cache_state
 
 BOUNDS = ("compute", "memory", "overhead")
 MATMUL_FIELDS = ("tiles", "waves", "wave_efficiency")
@@ -28,7 +29,7 @@ def with_assumptions(est: roofline.Estimate, hw: roofline.Hardware, hardware_nam
             "hardware": hardware_name,
             "efficiency": {"matmul": hw.eff_matmul, "vector": hw.eff_vector, "memory": hw.eff_memory},
             "launch_overhead_s": hw.launch_s,
-            "cache": "warm" if hw.warm_cache else "cold",
+            "cache": cache_state(hw),
             "calibration": "none",
         }
     )

@@ -97,11 +97,6 @@ SCOPES = {
     "aiconfigurator-context": Scope(KERNEL_FLOOR_S, 13.3e-6 - 2 * KERNEL_FLOOR_S),
     # 10.4 µs plateau − the one modelled kernel (the decode kernel applies RoPE and appends K, V itself).
     "aiconfigurator-generation": Scope(KERNEL_FLOOR_S, 10.4e-6 - KERNEL_FLOOR_S),
-    # TensorRT-LLM 1.3.0rc20's collector (the newer generations' tables) replays one attention call on the same
-    # buffers: a call whose bytes fit in L2 runs from there (decode caches up to the L2's size read at 2-2.7x GDDR
-    # bandwidth on L40S and RTX Pro 6000; decision 0035). Its GEMMs cycle weight copies past the L2 (their README).
-    "aiconfigurator-context-warm": Scope(KERNEL_FLOOR_S, 13.3e-6 - 2 * KERNEL_FLOOR_S, warm_cache=True),
-    "aiconfigurator-generation-warm": Scope(KERNEL_FLOOR_S, 10.4e-6 - KERNEL_FLOOR_S, warm_cache=True),
     "vidur": Scope(2e-6),
     "llmcompass": Scope(13.1e-6),  # softmax 4096 × 32 (256 KB); matmul is the same eager call
     # 32 × 4096 … 4096 × 1024 all take 52-54 µs, and the decode layer's 8 × 12288 rows 48 µs, although PyTorch's
@@ -114,6 +109,20 @@ SCOPES = {
     # (bench.loo's rule; each device's is derived from the other's leave one device out).
     "xla": Scope(XLA_FLOOR_S),
 }
+
+# TensorRT-LLM 1.3.0rc20's collector (the newer generations' tables) replays one attention call on the same buffers:
+# a call whose bytes fit in L2 runs from there (decode caches up to the L2's size read at 2-2.7x GDDR bandwidth on L40S
+# and RTX Pro 6000; decision 0035). Its GEMMs cycle weight copies past the L2 (their README). Each of these scopes has
+# a `-warm` twin: the same fixed costs, the cache warm.
+WARM_TWINS = ("aiconfigurator-context", "aiconfigurator-generation")
+
+
+def with_warm_twins(scopes: dict[str, Scope]) -> dict[str, Scope]:
+    """`scopes` and the warm twin of each of `WARM_TWINS`."""
+    return {**scopes, **{f"{name}-warm": replace(scopes[name], warm_cache=True) for name in WARM_TWINS}}
+
+
+SCOPES = with_warm_twins(SCOPES)
 
 SOURCES = {
     "aiconfigurator": "NVIDIA ai-dynamo/aiconfigurator @095f58a5 (Apache-2.0): TensorRT-LLM 1.0.0 on A100-SXM4-80GB",
@@ -255,19 +264,19 @@ def scopes_of(c: loo.Constants) -> dict[str, Scope]:
     launch = next(h for h in load_hardware() if h.slug == HARDWARE).overheads.kernel_launch_s
     floor = c.kernel_floor_s
     call = launch if c.llmcompass_call_s is None else c.llmcompass_call_s
-    return {
-        **SCOPES,
-        "aiconfigurator": Scope(floor),
-        "aiconfigurator-context": Scope(floor, c.context_plateau_s - 2 * floor),
-        "aiconfigurator-generation": Scope(floor, c.generation_plateau_s - floor),
-        "aiconfigurator-context-warm": Scope(floor, c.context_plateau_s - 2 * floor, warm_cache=True),
-        "aiconfigurator-generation-warm": Scope(floor, c.generation_plateau_s - floor, warm_cache=True),
-        "vidur": Scope(c.vidur_launch_s),
-        "llmcompass": Scope(call),
-        "llmcompass-layernorm": Scope(call, floor_s=c.llmcompass_layernorm_floor_s or 0.0),
-        "llmcompass-gelu": Scope(launch if c.llmcompass_gelu_call_s is None else c.llmcompass_gelu_call_s),
-        "xla": Scope(floor if c.xla_floor_s is None else c.xla_floor_s),
-    }
+    return with_warm_twins(
+        {
+            **SCOPES,
+            "aiconfigurator": Scope(floor),
+            "aiconfigurator-context": Scope(floor, c.context_plateau_s - 2 * floor),
+            "aiconfigurator-generation": Scope(floor, c.generation_plateau_s - floor),
+            "vidur": Scope(c.vidur_launch_s),
+            "llmcompass": Scope(call),
+            "llmcompass-layernorm": Scope(call, floor_s=c.llmcompass_layernorm_floor_s or 0.0),
+            "llmcompass-gelu": Scope(launch if c.llmcompass_gelu_call_s is None else c.llmcompass_gelu_call_s),
+            "xla": Scope(floor if c.xla_floor_s is None else c.xla_floor_s),
+        }
+    )
 
 
 def evaluate_with(groups: Sequence[Group], c: loo.Constants) -> list[Result]:
