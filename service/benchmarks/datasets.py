@@ -100,7 +100,7 @@ def _csv_rows(path: Path, header: bool = True) -> list[dict[str, str]] | list[li
         return [[cell.strip() for cell in row] for row in csv.reader(f) if row]
 
 
-def _dict_rows(path: Path) -> list[dict[str, str]]:
+def dict_rows(path: Path) -> list[dict[str, str]]:
     rows = _csv_rows(path, header=True)
     return [r for r in rows if isinstance(r, dict)]
 
@@ -153,7 +153,7 @@ def aiconfigurator_generations(root: Path) -> list[Group]:
 
 def aiconfigurator_gemm(path: Path) -> list[Group]:
     """`gemm_perf.csv`: its bf16 rows (the quantised variants are not plain GEMMs)."""
-    gemm = [r for r in _dict_rows(path) if r["gemm_dtype"] == "bfloat16"]
+    gemm = [r for r in dict_rows(path) if r["gemm_dtype"] == "bfloat16"]
     m, n, k = col(gemm, "m"), col(gemm, "n"), col(gemm, "k")
     return [
         Group(
@@ -174,7 +174,7 @@ QUANTIZED_GEMMS = {"fp8": ("fp8_tensor", "gemm-fp8"), "fp8_block": ("fp8_block",
 
 def aiconfigurator_quantized_gemm(path: Path) -> list[Group]:
     """`gemm_perf.csv`: its fp8 (dynamic per-tensor), fp8_block and nvfp4 rows, one group each the table has."""
-    rows = _dict_rows(path)
+    rows = dict_rows(path)
     groups = []
     for gemm_dtype, (quantization, family) in QUANTIZED_GEMMS.items():
         sub = [r for r in rows if r["gemm_dtype"] == gemm_dtype]
@@ -201,7 +201,7 @@ def aiconfigurator_moe(path: Path) -> list[Group]:
     tokens entering the layer; the rank holds num_experts / moe_ep_size experts of inter_size / moe_tp_size each.
     `*_nongated` kernel sources run an ungated FFN (squared ReLU); `balanced` routing is round-robin, `power_law_α`
     draws the experts' loads from a power law and times the most-loaded rank (`roofline.ops.moe`)."""
-    rows = _dict_rows(path)
+    rows = dict_rows(path)
     variants = sorted({(r["moe_dtype"], r["kernel_source"].endswith("nongated"), r["distribution"]) for r in rows})
     groups = []
     for moe_dtype, nongated, distribution in variants:
@@ -230,7 +230,7 @@ def aiconfigurator_attention(path: Path, phase: str, warm: bool = False) -> list
     Gemma-like models, 1 024 and 8 192; TensorRT-LLM's `attention_window_size`); 0 is full causal attention."""
     family = f"attention-{phase}"
     groups: list[Group] = []
-    rows = _dict_rows(path)
+    rows = dict_rows(path)
     rows = [r for r in rows if r["attn_dtype"] == "bfloat16" and r["kv_cache_dtype"] == "bfloat16"]
     variants = sorted({(int(r["num_key_value_heads"]), int(r.get("window_size") or 0)) for r in rows})
     for kvh, window in variants:
@@ -305,7 +305,7 @@ def vidur_table(path: Path) -> list[Group]:
     """One `<org>/<model>/mlp.csv`: the model is the name of its folder."""
     groups: list[Group] = []
     model = path.parent.name
-    rows = _dict_rows(path)
+    rows = dict_rows(path)
     t, tp = col(rows, "num_tokens"), col(rows, "num_tensor_parallel_workers")
     heads, kv_heads, hidden = col(rows, "n_head"), col(rows, "n_kv_head"), col(rows, "n_embd")
     ffn, vocab = col(rows, "n_expanded_embd"), col(rows, "vocab_size")
@@ -489,7 +489,7 @@ XLA_FAMILIES = {"bf16": "gemm", "fp16": "gemm", "fp8": "gemm-fp8", "fp32": "gemm
 def xla(root: Path) -> list[Group]:
     """`xla/matmul_perf_table.csv`: one group per device and type signature (`lhs x rhs -> out`). Its f32 rows run
     under XLA's default precision, as the table measured them (TF32 on B200, fp32 on gfx950: `Matmul.precision`)."""
-    rows = _dict_rows(root / "xla" / "matmul_perf_table.csv")
+    rows = dict_rows(root / "xla" / "matmul_perf_table.csv")
     by_key: dict[tuple[str, str], list[dict[str, str]]] = {}
     for r in rows:
         by_key.setdefault((r["device"], r["types"]), []).append(r)

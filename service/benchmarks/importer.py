@@ -137,7 +137,7 @@ def _collective(kind: str, nbytes: float, devices: int, dtype: str, median_s: fl
 def parse_aiconfigurator_nccl(path: Path) -> Parsed:
     """`nccl_perf.csv` or `custom_allreduce_perf.csv`: message_size counts elements (README), latency in ms."""
     results = []
-    for row in datasets._dict_rows(path):
+    for row in datasets.dict_rows(path):
         dtype = DTYPE_NAMES[(row.get("nccl_dtype") or row["allreduce_dtype"]).strip()]
         nbytes = float(row["message_size"]) * ELEMENT_BYTES[dtype]
         results.append(_collective(row["op_name"], nbytes, int(row["num_gpus"]), dtype, float(row["latency"]) * 1e-3))
@@ -149,7 +149,7 @@ def parse_vidur_network(path: Path) -> Parsed:
     (every rank times the same call), and only those within one node: a row with more workers than
     `devices_per_node` spans nodes, which a collective op (devices on one profile's fabric) cannot describe."""
     results = []
-    for row in datasets._dict_rows(path):
+    for row in datasets.dict_rows(path):
         if int(float(row.get("rank") or 0)) != 0:
             continue
         if int(float(row["num_workers"])) > int(float(row.get("devices_per_node") or row["num_workers"])):
@@ -164,7 +164,7 @@ def parse_llmcompass_allreduce(path: Path, devices: int = 4) -> Parsed:
     """`allreduce_A100x4_nvlink_transcribed.csv`: size_bytes, latency_us, 4 A100s over NVLink, fp16."""
     results = [
         _collective("all_reduce", float(row["size_bytes"]), devices, "fp16", float(row["latency_us"]) * 1e-6)
-        for row in datasets._dict_rows(path)
+        for row in datasets.dict_rows(path)
     ]
     return Parsed(SCOPES["llmcompass-allreduce"], results)
 
@@ -188,7 +188,7 @@ def parse(fmt: str, path: Path, collective: str | None = None) -> Parsed:
         if fmt == "aiconfigurator-gemm":
             groups = datasets.aiconfigurator_gemm(path)
         elif fmt == "aiconfigurator-attention":
-            groups = datasets.aiconfigurator_attention(path, _phase(path, datasets._dict_rows(path)))
+            groups = datasets.aiconfigurator_attention(path, _phase(path, datasets.dict_rows(path)))
         elif fmt == "vidur":
             groups = datasets.vidur_table(path)
         elif fmt == "llmcompass":

@@ -1,0 +1,56 @@
+"""The held-out generation's tables (bench/heldout/h200): only `bench.heldout` reads them, they parse as measured, and
+the figures `python -m bench.heldout` wrote hold (decision 0037)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+import pytest
+
+from bench import heldout, intervals, loo, report, validate
+
+COMMITTED: dict[str, Any] = json.loads(heldout.FIGURES_PATH.read_text())
+TOLERANCE = report.TOLERANCE  # the accuracy baseline's half a percentage point
+
+
+@pytest.fixture(scope="module")
+def fresh() -> dict[str, Any]:
+    return heldout.figures()
+
+
+def test_nothing_that_fits_or_chooses_reads_the_held_out_tables() -> None:
+    """The validation set has no Hopper rows, and the modules that derive constants and bands never name the folder."""
+    assert "h200-sxm" not in {g.device for g in validate.load()}
+    assert not heldout.DATA.is_relative_to(validate.data_dir())
+    for module in (validate, loo, intervals, report):
+        assert "heldout" not in inspect.getsource(module), module.__name__
+
+
+def test_the_tables_parse_as_measured() -> None:
+    """Row counts of the files (1 500 bf16 and 400 fp8 shapes; 300 attention shapes, 19 of them single-token, which
+    cuDNN refused and the loader leaves out), and the first bf16 row: m=1 n=32 k=1024 in 0.0038040000945329666 ms."""
+    groups = heldout.load()
+    rows: dict[str, int] = {}
+    for g in groups:
+        rows[g.family] = rows.get(g.family, 0) + g.measured_s.size
+        assert g.device == "h200-sxm"
+    assert rows == {"gemm-bf16": 1500, "gemm-fp8": 400, "attention-prefill-cudnn": 281, "attention-prefill-fa2": 281}
+    bf16 = next(g for g in groups if g.family == "gemm-bf16")
+    assert bf16.labels[0] == "m=1 n=32 k=1024"
+    assert bf16.measured_s[0] == pytest.approx(3.8040000945329666e-6, rel=1e-12)
+    assert bf16.scope == "torch-graph" and heldout.SCOPES["torch-graph"].launch_s == validate.KERNEL_FLOOR_S
+
+
+def test_every_figure_holds_its_baseline(fresh: dict[str, Any]) -> None:
+    """Each family's error and coverage within half a percentage point of bench/heldout.json, either way."""
+    assert [f["family"] for f in fresh["families"]] == [f["family"] for f in COMMITTED["families"]]
+    for now, then in zip(fresh["families"], COMMITTED["families"], strict=True):
+        assert now["count"] == then["count"]
+        for key in ("median_ape", "p90_ape", "bias", "coverage"):
+            assert now[key] == pytest.approx(then[key], abs=TOLERANCE), f"{now['family']} {key}"
+
+
+def test_the_page_is_rendered_from_the_committed_figures() -> None:
+    assert heldout.DOC.read_text() == heldout.markdown(COMMITTED)
