@@ -7,7 +7,8 @@
 
 Settings come from flags or the environment: RIDGELINE_URL, RIDGELINE_TOKEN, RIDGELINE_SPOOL_DIR.
 Exit status: 0 all done; 1 a case failed or a batch was refused; 2 bad usage or an unknown device;
-75 (EX_TEMPFAIL) results wait in the spool for `ridgeline-worker flush`.
+75 (EX_TEMPFAIL) results wait in the spool for `ridgeline-worker flush`; 130 or 143 the run was stopped by SIGINT
+or SIGTERM (what it measured is in the spool).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -75,6 +77,19 @@ def _resolve(client: RidgelineClient, description: str, platform: str) -> Resolu
     if found is None and platform == "cpu":
         found = client.resolve("cpu")
     return found
+
+
+class Terminated(BaseException):
+    """SIGTERM (a scheduler's preemption, `timeout`): ends a run as Ctrl-C does, between two statements of the
+    case in progress, so that the run can spool what it measured and say so."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
@@ -260,6 +275,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     policy = TimingPolicy.quick(rotate) if size == "quick" else TimingPolicy(rotate_bytes=rotate)
     ctx = Context(target, policy, seed=args.seed, ceiling_policy=policy.for_ceilings())
     spool = Spool(args.spool_dir)
+    batches, recovered = spool.recover()
+    if batches:
+        _print(err, f"{recovered} measurements of an interrupted run recovered into the spool ({batches} batches)")
     software = software_versions(device)
     info = RunInfo(hardware=hardware, host=host_name(), software=software)
     uploader = Uploader(spool, info, client, batch_size=args.batch_size)
@@ -272,6 +290,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     suite_s: dict[str, float] = {}
     ceiling_cases = [case for case in cases if case.notes.get("ceiling")] if device.platform == "cpu" else []
     ceilings: list[Measurement] = []
+    stopped: BaseException | None = None
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         for case in cases:
             started = time.monotonic()
@@ -308,10 +328,23 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if not _publish_host_profile(online, device, software, ceilings, progress.note):
                     failed += 1
         report = uploader.close()
+    except (KeyboardInterrupt, Terminated) as stop:
+        stopped = stop
+        report = uploader.spool_rest()  # every measurement is already in a journal; now in pending/ too
     finally:
+        signal.signal(signal.SIGTERM, previous)
         progress.close()
         if results_file is not None:
             results_file.close()
+    if stopped is not None:
+        signum = stopped.signum if isinstance(stopped, Terminated) else signal.SIGINT
+        _print(err, f"{signal.Signals(signum).name}: stopped after {measured + skipped + failed} of {len(cases)} "
+                    f"cases; {report.summary()}")  # fmt: skip
+        if report.spooled_batches:
+            _print(err, f"results wait in {spool.root}; send them with `ridgeline-worker flush`")
+        if client is not None:
+            client.close()
+        return 128 + int(signum)
     if client is not None:
         if not (report.offline or report.auth_failed) and spool.count()[0]:
             _print(err, "sending batches left in the spool by earlier runs")
@@ -335,6 +368,9 @@ def cmd_flush(args: argparse.Namespace) -> int:
         _print(sys.stderr, "flush needs --server or RIDGELINE_URL")
         return 2
     spool = Spool(args.spool_dir)
+    batches, recovered = spool.recover()
+    if batches:
+        _print(sys.stderr, f"{recovered} measurements of an interrupted run recovered ({batches} batches)")
     if args.retry_rejected:
         _print(sys.stderr, f"{spool.requeue_rejected()} refused or conflicting batches queued again")
     batches, results = spool.count()

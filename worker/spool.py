@@ -5,16 +5,26 @@ Layout under the spool directory:
     pending/<id>.json    batches not yet acknowledged by the service (sent by `run`, or later by `flush`)
     rejected/<id>.json   batches the service refused for good (4xx), kept with the reason for a person to read
     conflict/<id>.json   batches whose Idempotency-Key the service holds for another body (a 409 that lasted)
+    journal/<id>.jsonl   measurements of a batch still being filled: one line each, on disk before it is reported
     tmp/                 files being written
 
 A file is written whole to tmp/, flushed to disk, then renamed into place (rename is atomic on POSIX), so a crash
 leaves either the old file or the new one, never half of one. The batch id is a SHA-256 of the payload's canonical
 JSON, and the Idempotency-Key is derived from it: a batch keeps its key through every retry, restart and flush.
+
+A batch fills over many measurements (`--batch-size`, 200 by default: minutes on a GPU). Each measurement is appended
+to the batch's journal and synced to disk as soon as it is taken, so a run that is killed (a scheduler's SIGTERM or
+SIGKILL, an out-of-memory kill, a lost machine) loses none: `recover` turns a journal whose writer is gone into the
+pending batch that writer would have spooled. A live writer holds an exclusive lock on its journal (`flock`, released
+by the kernel when the process dies, however it dies), so another worker sharing the spool never takes it. The batch
+is spooled before its journal is removed; a crash between the two recovers the same payload, so the same batch id,
+and `put` keeps one file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -27,7 +37,7 @@ from typing import Any
 
 from worker.client import dumps
 
-__all__ = ["Spool", "SpoolEntry", "batch_id", "idempotency_key"]
+__all__ = ["Journal", "Spool", "SpoolEntry", "batch_id", "idempotency_key"]
 
 FORMAT = 1
 
@@ -89,8 +99,41 @@ class Spool:
         self.rejected_dir = self.root / "rejected"
         self.conflict_dir = self.root / "conflict"
         self.tmp_dir = self.root / "tmp"
-        for directory in (self.pending_dir, self.rejected_dir, self.conflict_dir, self.tmp_dir):
+        self.journal_dir = self.root / "journal"
+        for directory in (self.pending_dir, self.rejected_dir, self.conflict_dir, self.tmp_dir, self.journal_dir):
             directory.mkdir(parents=True, exist_ok=True)
+
+    def journal(self, header: dict[str, Any]) -> Journal:
+        """A new journal for a batch whose payload is `header` plus the results appended to it."""
+        return Journal(self.journal_dir / f"{uuid.uuid4().hex}.jsonl", header)
+
+    def recover(self) -> tuple[int, int]:
+        """Spool the journals that no live worker holds (their writer was killed): each becomes the pending batch
+        of its header and its complete lines (a line cut off by the kill was never reported as measured). Returns
+        (batches, results) recovered; an unreadable journal is moved to rejected/ with the reason, never deleted."""
+        batches = results = 0
+        for path in sorted(self.journal_dir.glob("*.jsonl")):
+            try:
+                handle = open(path, "rb")  # noqa: SIM115 - held while the lock is
+            except FileNotFoundError:
+                continue  # its writer spooled it meanwhile
+            with handle:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live worker is filling it
+                try:
+                    header, found = Journal.read(handle.read())
+                except ValueError as err:
+                    os.replace(path, self.rejected_dir / f"{path.stem}.journal.unreadable.jsonl")
+                    (self.rejected_dir / f"{path.stem}.journal.unreadable.reason.txt").write_text(f"{err}\n")
+                    continue
+                if found:
+                    self.put({**header, "results": found})
+                    batches, results = batches + 1, results + len(found)
+                path.unlink()
+        _fsync_dir(self.journal_dir)
+        return batches, results
 
     def _write(self, directory: Path, entry: SpoolEntry) -> Path:
         target = directory / f"{entry.id}.json"
@@ -184,6 +227,56 @@ class Spool:
             with contextlib.suppress(FileNotFoundError):
                 if path.stat().st_mtime < cutoff:
                     path.unlink()
+
+
+class Journal:
+    """The measurements of one batch as they are taken: a header line (the payload without its results), then one
+    result per line, each synced to disk before `append` returns. The writer holds an exclusive lock on the file
+    for as long as it lives (`Spool.recover` leaves it alone)."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        self.results = 0
+        self._handle = open(path, "ab")  # noqa: SIM115 - open until the batch is spooled
+        fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+        self._write(header)
+        _fsync_dir(path.parent)
+
+    def _write(self, doc: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(doc, sort_keys=True, allow_nan=False).encode() + b"\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def append(self, result: dict[str, Any]) -> None:
+        self._write(result)
+        self.results += 1
+
+    def discard(self) -> None:
+        """The batch is in pending/: the journal has done its job."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        _fsync_dir(self.path.parent)
+        self._handle.close()
+
+    def close(self) -> None:
+        """Let go of the file without removing it (`Spool.recover` will spool what it holds)."""
+        self._handle.close()
+
+    @staticmethod
+    def read(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The header and the complete result lines of a journal's bytes. Only the last line can be cut off (by a
+        kill during its write): it is dropped. A bad line anywhere else is an error."""
+        complete = data.split(b"\n")[:-1]  # text after the last newline was never synced whole
+        if not complete:
+            raise ValueError("the journal has no header")
+        try:
+            docs = [json.loads(line) for line in complete]
+        except json.JSONDecodeError as err:
+            raise ValueError(f"a journal line is not JSON: {err}") from err
+        header, results = docs[0], docs[1:]
+        if not isinstance(header, dict) or "results" in header or not all(isinstance(r, dict) for r in results):
+            raise ValueError("the journal is not a header and its results")
+        return header, results
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from worker.client import AuthError, Conflict, Rejected, RidgelineClient, ServiceUnavailable, dumps
 from worker.results import Measurement, RunInfo, TimingScope, run_payload
-from worker.spool import Spool, SpoolEntry
+from worker.spool import Journal, Spool, SpoolEntry
 
 __all__ = ["DeliveryReport", "Uploader", "deliver", "flush"]
 
@@ -169,19 +169,30 @@ class Uploader:
         self.batch_size = batch_size
         self.report = DeliveryReport()
         self._buffers: dict[TimingScope, list[dict[str, Any]]] = {}
+        self._journals: dict[TimingScope, Journal] = {}
 
     def add(self, measurement: Measurement) -> None:
-        buffer = self._buffers.setdefault(measurement.timing_scope, [])
-        buffer.append(measurement.result())
+        """Keep a measurement: on disk in its batch's journal before this returns, sent once its batch is full."""
+        scope, result = measurement.timing_scope, measurement.result()
+        journal = self._journals.get(scope)
+        if journal is None:
+            header = {k: v for k, v in run_payload(self.info, scope, [result]).items() if k != "results"}
+            journal = self._journals[scope] = self.spool.journal(header)
+        journal.append(result)
+        buffer = self._buffers.setdefault(scope, [])
+        buffer.append(result)
         if len(buffer) >= self.batch_size:
-            self._submit(measurement.timing_scope)
+            self._submit(scope)
 
-    def _submit(self, scope: TimingScope) -> None:
+    def _submit(self, scope: TimingScope, send: bool = True) -> None:
         results = self._buffers.pop(scope, [])
+        journal = self._journals.pop(scope, None)
         if not results:
             return
         entry = self.spool.put(run_payload(self.info, scope, results))
-        if self.client is None or self.report.offline or self.report.auth_failed:
+        if journal is not None:
+            journal.discard()  # after the batch is in pending/: a crash between the two recovers the same batch
+        if not send or self.client is None or self.report.offline or self.report.auth_failed:
             self.report.spooled_batches += 1
             self.report.spooled_results += entry.results
             return
@@ -190,4 +201,10 @@ class Uploader:
     def close(self) -> DeliveryReport:
         for scope in list(self._buffers):
             self._submit(scope)
+        return self.report
+
+    def spool_rest(self) -> DeliveryReport:
+        """An interrupted run: spool the batches being filled without sending them (`flush` sends them later)."""
+        for scope in list(self._buffers):
+            self._submit(scope, send=False)
         return self.report

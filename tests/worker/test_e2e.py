@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -343,5 +344,74 @@ def test_the_ceilings_give_this_host_a_profile_that_later_runs_are_predicted_fro
         cpus = httpx.get(f"{server.url}/v1/hardware", params={"kind": "cpu", "limit": 100}).json()["items"]
         assert [p["slug"] for p in cpus if p["slug"].startswith("host-")] == [slug]
         assert httpx.get(f"{server.url}/v1/hardware/{slug}").json()["updated_at"] > profile["updated_at"]
+    finally:
+        server.stop()
+
+
+MEASURED_LINE = re.compile(r"^\[\s*\d+/\d+\] .*  median ")
+
+
+def run_until_signalled(command: list[str], env: dict[str, str], measured: int, signum: int) -> tuple[int, str]:
+    """Start a worker run, send it `signum` once it has reported `measured` measurements; its status and stderr."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen: list[str] = []
+    for line in proc.stderr:
+        seen.append(line)
+        if sum(bool(MEASURED_LINE.match(s)) for s in seen) >= measured:
+            proc.send_signal(signum)
+            break
+    _, rest = proc.communicate(timeout=120)
+    return proc.returncode, "".join(seen) + rest
+
+
+def test_a_run_killed_or_stopped_mid_batch_loses_no_measurement(tmp_path: Path, postgres_url: str) -> None:
+    """Batches of 200, so no batch is full when the run ends. SIGKILL after 5 measurements: the next `flush` recovers
+    the journal and the service stores every measurement the results file lists (and at most the one whose report
+    the kill cut off), each once. SIGTERM after 5: the run spools its batch itself and exits 143; flush stores
+    exactly the results file."""
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": postgres_url}
+    port = free_port()
+    server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
+    server.wait_healthy()
+    try:
+        created = subprocess.run(
+            [*ridgeline_command(), "keys", "create", "--name", "e2e-kill", "--scope", "upload"],
+            env=env, capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        token = created.stdout.strip().splitlines()[-1]
+        worker_env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
+        stored_before = 0
+        for signum in (signal.SIGKILL, signal.SIGTERM):
+            spool, results_file = tmp_path / f"spool-{signum}", tmp_path / f"results-{signum}.jsonl"
+            common = ["--server", server.url, "--token", token, "--spool-dir", str(spool)]
+            status, log = run_until_signalled(
+                [*worker_command(), "run", *common, "--quick", "--suite", "matmul,elementwise,norms",
+                 "--batch-size", "200", "--results-out", str(results_file)],
+                worker_env, 5, signum,
+            )  # fmt: skip
+            assert status == (-signal.SIGKILL if signum == signal.SIGKILL else 128 + signal.SIGTERM), log
+            records = [json.loads(line) for line in results_file.read_text().splitlines()]
+            assert len(records) >= 5, log
+            if signum == signal.SIGTERM:
+                assert "SIGTERM: stopped after" in log and "send them with `ridgeline-worker flush`" in log, log
+                assert not list((spool / "journal").glob("*.jsonl")), "the stopped run spooled its batch"
+            else:
+                assert list((spool / "journal").glob("*.jsonl")), "the killed run left its journal"
+            flushed = subprocess.run(
+                [*worker_command(), "flush", *common], env=worker_env, capture_output=True, text=True, timeout=120
+            )
+            assert flushed.returncode == 0, flushed.stderr
+            if signum == signal.SIGKILL:
+                assert "of an interrupted run recovered" in flushed.stderr, flushed.stderr
+            stored = stored_results(server.url)
+            now = Counter(key(r["op"], r["median_s"]) for r in stored)
+            assert max(now.values()) == 1, "a measurement was stored twice"
+            new = len(stored) - stored_before
+            listed = Counter(key(r["op"], r["median_s"]) for r in records)
+            assert all(now[k] == 1 for k in listed), "a measurement the run reported was lost"
+            # The kill can land between a measurement's journal line and its results-file line: one more at most.
+            assert new - len(records) in ((0, 1) if signum == signal.SIGKILL else (0,)), (new, len(records))
+            stored_before = len(stored)
     finally:
         server.stop()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
 from tests.worker.fakes import FakeService
 from worker.client import RetryPolicy, RidgelineClient
-from worker.results import Measurement, RunInfo
+from worker.results import Measurement, RunInfo, TimingScope, run_payload
 from worker.spool import Spool
 from worker.timing import Stats
 from worker.upload import Uploader, flush
@@ -119,3 +120,68 @@ def test_a_lasting_conflict_is_set_aside(tmp_path: Path) -> None:
     report = uploader.close()
     assert report.conflict_batches == 1
     assert len(list((tmp_path / "conflict").glob("*.json"))) == 1
+
+
+def test_each_measurement_is_on_disk_before_the_batch_is_full(tmp_path: Path) -> None:
+    """Batches of 4: after 3 measurements nothing is pending, and the journal holds a header and 3 lines."""
+    spool = Spool(tmp_path)
+    uploader = Uploader(spool, INFO, None, batch_size=4)
+    run(uploader, 3)
+    assert spool.count() == (0, 0)
+    (journal,) = spool.journal_dir.glob("*.jsonl")
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 1 + 3
+    assert json.loads(lines[0]) == {"hardware": "cpu-generic", "host": "test-host", "software": {"jax": "0.0"},
+                                    "timing_scope": "wall_clock"}  # fmt: skip
+    assert [json.loads(line) for line in lines[1:]] == [measurement(i).result() for i in range(3)]
+    uploader.add(measurement(3))  # the batch is full: spooled, and its journal gone
+    assert spool.count() == (1, 4) and not list(spool.journal_dir.glob("*.jsonl"))
+
+
+def test_a_run_killed_mid_batch_is_recovered_as_the_batch_it_would_have_spooled(tmp_path: Path) -> None:
+    """The killed run's journal (3 whole lines, a fourth cut off mid-write) becomes the batch of those 3, with the
+    payload and key a finished run would have given them; a second recovery finds nothing."""
+    killed = Uploader(Spool(tmp_path), INFO, None, batch_size=200)
+    run(killed, 3)
+    (path,) = Spool(tmp_path).journal_dir.glob("*.jsonl")
+    killed._journals[TimingScope.wall_clock].close()  # the process dies: the kernel drops its lock
+    with open(path, "ab") as handle:
+        handle.write(b'{"op": {"kind": "reduc')  # the write the kill cut off
+    spool = Spool(tmp_path)  # the next run
+    assert spool.recover() == (1, 3)
+    (entry,) = spool.pending()
+    finished = Uploader(Spool(tmp_path / "other"), INFO, None, batch_size=200)
+    run(finished, 3)
+    finished.close()
+    (expected,) = Spool(tmp_path / "other").pending()
+    assert (entry.id, entry.payload) == (expected.id, expected.payload)
+    assert spool.recover() == (0, 0) and not list(spool.journal_dir.glob("*.jsonl"))
+
+
+def test_a_live_runs_journal_is_left_alone(tmp_path: Path) -> None:
+    """Another worker on the same spool (here, a second Spool object) cannot take a journal whose writer lives."""
+    uploader = Uploader(Spool(tmp_path), INFO, None, batch_size=200)
+    run(uploader, 2)
+    assert Spool(tmp_path).recover() == (0, 0)
+    uploader.add(measurement(2))
+    assert uploader.close().spooled_results == 3
+    assert Spool(tmp_path).count() == (1, 3)
+
+
+def test_a_crash_between_spooling_a_batch_and_removing_its_journal_stores_it_once(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    uploader = Uploader(spool, INFO, None, batch_size=200)
+    run(uploader, 2)
+    journal = uploader._journals[TimingScope.wall_clock]
+    spool.put(run_payload(INFO, TimingScope.wall_clock, [measurement(i).result() for i in range(2)]))
+    journal.close()  # the crash: the batch is in pending/, its journal still there
+    assert Spool(tmp_path).recover() == (1, 2)
+    assert Spool(tmp_path).count() == (1, 2)  # the same content, the same id: one batch
+
+
+def test_an_unreadable_journal_is_set_aside_never_deleted(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    (spool.journal_dir / "bad.jsonl").write_bytes(b'{"hardware": "x"}\nnot json\n{"median_s": 1}\n')
+    assert spool.recover() == (0, 0)
+    assert (spool.rejected_dir / "bad.journal.unreadable.jsonl").exists()
+    assert "not JSON" in (spool.rejected_dir / "bad.journal.unreadable.reason.txt").read_text()
