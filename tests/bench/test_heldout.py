@@ -1,5 +1,5 @@
-"""The held-out generation's tables (bench/heldout/h200): only `bench.heldout` reads them, they parse as measured, and
-the figures `python -m bench.heldout` wrote hold (decision 0037)."""
+"""The held-out generation's tables (bench/heldout/h100, h200): only `bench.heldout` reads them, they parse as
+measured, and the figures `python -m bench.heldout` wrote hold (decision 0037)."""
 
 from __future__ import annotations
 
@@ -22,34 +22,37 @@ def fresh() -> dict[str, Any]:
 
 def test_nothing_that_fits_or_chooses_reads_the_held_out_tables() -> None:
     """The validation set has no Hopper rows, and the modules that derive constants and bands never name the folder."""
-    assert "h200-sxm" not in {g.device for g in validate.load()}
+    assert not {"h100-sxm", "h200-sxm"} & {g.device for g in validate.load()}
     assert not heldout.DATA.is_relative_to(validate.data_dir())
     for module in (validate, loo, intervals, report):
         assert "heldout" not in inspect.getsource(module), module.__name__
 
 
-def test_the_tables_parse_as_measured() -> None:
+@pytest.mark.parametrize(("folder", "first_ms"), [("h100", 0.003702000016346574), ("h200", 0.0038040000945329666)])
+def test_the_tables_parse_as_measured(folder: str, first_ms: float) -> None:
     """Row counts of the files (1 500 bf16 and 400 fp8 shapes; 300 attention shapes, 19 of them single-token, which
-    cuDNN refused and the loader leaves out), and the first bf16 row: m=1 n=32 k=1024 in 0.0038040000945329666 ms."""
-    groups = heldout.load()
+    cuDNN refused and the loader leaves out), and the first bf16 row, m=1 n=32 k=1024, as its file gives it in ms."""
+    groups = heldout.load(heldout.DATA / folder, heldout.DEVICES[folder])
     rows: dict[str, int] = {}
     for g in groups:
         rows[g.family] = rows.get(g.family, 0) + g.measured_s.size
-        assert g.device == "h200-sxm"
+        assert g.device == heldout.DEVICES[folder]
     assert rows == {"gemm-bf16": 1500, "gemm-fp8": 400, "attention-prefill-cudnn": 281, "attention-prefill-fa2": 281}
     bf16 = next(g for g in groups if g.family == "gemm-bf16")
     assert bf16.labels[0] == "m=1 n=32 k=1024"
-    assert bf16.measured_s[0] == pytest.approx(3.8040000945329666e-6, rel=1e-12)
+    assert bf16.measured_s[0] == pytest.approx(first_ms * 1e-3, rel=1e-12)
     assert bf16.scope == "torch-graph" and heldout.SCOPES["torch-graph"].launch_s == validate.KERNEL_FLOOR_S
 
 
 def test_every_figure_holds_its_baseline(fresh: dict[str, Any]) -> None:
     """Each family's error and coverage within half a percentage point of bench/heldout.json, either way."""
-    assert [f["family"] for f in fresh["families"]] == [f["family"] for f in COMMITTED["families"]]
+    assert [(f["family"], f["device"]) for f in fresh["families"]] == [
+        (f["family"], f["device"]) for f in COMMITTED["families"]
+    ]
     for now, then in zip(fresh["families"], COMMITTED["families"], strict=True):
         assert now["count"] == then["count"]
         for key in ("median_ape", "p90_ape", "bias", "coverage"):
-            assert now[key] == pytest.approx(then[key], abs=TOLERANCE), f"{now['family']} {key}"
+            assert now[key] == pytest.approx(then[key], abs=TOLERANCE), f"{now['family']} {now['device']} {key}"
 
 
 def test_the_page_is_rendered_from_the_committed_figures() -> None:
