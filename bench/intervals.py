@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from bench import loo, validate
-from roofline.intervals import ANY, Band, IntervalTable, band_of, regime
+from roofline.intervals import ANY, QUANTILES, Band, IntervalTable, band_of, regime
 from service.benchmarks.datasets import DATA_DIR, MissingData, data_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,43 +73,92 @@ def residuals(found: Sequence[loo.Fold]) -> Residuals:
     return Residuals(*(np.concatenate(x) for x in (family, reg, device, ratio)))
 
 
-def table(res: Residuals, keep: np.ndarray | None = None) -> IntervalTable:
-    """The bands of the rows `keep` selects (all by default): per family and regime, per family, per regime, all."""
+# The lower quantiles a family's band may take, narrowest first (the upper one is 1 − it), and the share of a new
+# device's rows its interval is meant to hold (issue 21: "about 80 % of held-out measurements").
+LEVELS = (0.10, 0.09, 0.08, 0.07, 0.06, 0.05, 0.04, 0.03, 0.02)
+TARGET_COVERAGE = 0.80
+
+
+def table(
+    res: Residuals, keep: np.ndarray | None = None, levels: dict[str, float] | None = None,
+    families: set[str] | None = None,
+) -> IntervalTable:  # fmt: skip
+    """The bands of the rows `keep` selects (all by default): per family and regime, per family, per regime, all.
+    A family's bands are at its `levels` quantile (default `QUANTILES`); the pooled bands (`*/…`) at `QUANTILES`.
+    `families`: only those families' own bands (the pooled ones always), for a coverage check that needs no others."""
     keep = np.ones(res.ratio.size, dtype=bool) if keep is None else keep
+    levels = levels or {}
     bands: dict[str, Band] = {}
-    families = sorted(set(res.family[keep].tolist()))
+    names = sorted(set(res.family[keep].tolist()))
     regimes = sorted(set(res.regime[keep].tolist()))
-    for f in [*families, ANY]:
+    for f in [*(n for n in names if families is None or n in families), ANY]:
+        low = levels.get(f, QUANTILES[0]) if f != ANY else QUANTILES[0]
         for g in [*regimes, ANY]:
             pick = keep & ((res.family == f) if f != ANY else True) & ((res.regime == g) if g != ANY else True)
             if pick.any():
-                bands[f"{f}/{g}"] = band_of(res.ratio[pick], res.device[pick])
-    return IntervalTable(bands, "python -m bench.intervals")
+                bands[f"{f}/{g}"] = band_of(res.ratio[pick], res.device[pick], low)
+    shown = {f: q for f, q in sorted(levels.items()) if q != QUANTILES[0] and (families is None or f in families)}
+    return IntervalTable(bands, "python -m bench.intervals", shown)
+
+
+def _inside(
+    res: Residuals, tab: IntervalTable, rows: np.ndarray, family: str
+) -> tuple[np.ndarray, np.ndarray, set[str]]:
+    """For `rows` of `family`: whether each falls inside its interval from `tab`, the width p90 / p10, the bands."""
+    inside = np.zeros(rows.sum(), dtype=bool)
+    width = np.zeros(rows.sum())
+    used = set()
+    for g in sorted(set(res.regime[rows].tolist())):
+        cell = res.regime[rows] == g
+        key, band = tab.band(family, g)
+        used.add(key)
+        low, high = band.bounds(1.0)
+        r = res.ratio[rows][cell]
+        inside[cell] = (r >= low) & (r <= high)
+        width[cell] = high / low
+    return inside, width, used
+
+
+def choose_levels(res: Residuals, keep: np.ndarray | None = None) -> dict[str, float]:
+    """Per family, the narrowest of `LEVELS` whose bands hold `TARGET_COVERAGE` of a new device's rows: each device
+    of `keep` in turn is held out, the bands are built from the others at every level, and a level is taken when the
+    mean over the family's devices of the share inside reaches the target (the widest level where none does). A
+    family measured on fewer than two devices of `keep` keeps `QUANTILES` (no device to hold out against another)."""
+    keep = np.ones(res.ratio.size, dtype=bool) if keep is None else keep
+    devices = sorted(set(res.device[keep].tolist()))
+    shares: dict[str, dict[float, list[float]]] = {}
+    for device in devices:
+        held = keep & (res.device == device)
+        mine = set(res.family[held].tolist())
+        for q in LEVELS:
+            tab = table(res, keep & ~held, dict.fromkeys(mine, q), families=mine)
+            for f in mine:
+                shares.setdefault(f, {}).setdefault(q, []).append(
+                    float(_inside(res, tab, held & (res.family == f), f)[0].mean())
+                )
+    levels = {}
+    for f, by_level in sorted(shares.items()):
+        if len(by_level[LEVELS[0]]) < 2:
+            continue
+        levels[f] = next((q for q in LEVELS if np.mean(by_level[q]) >= TARGET_COVERAGE), LEVELS[-1])
+    return levels
 
 
 def coverage(res: Residuals) -> list[dict[str, Any]]:
-    """Per family and held-out device: the share of its rows inside the p10-p90 interval of a table built without it,
-    the band it took (its own family's, or a pooled one) and the median width p90 / p10."""
+    """Per family and held-out device: the share of its rows inside the p10-p90 interval of a table built without it
+    (its families' levels chosen without it too, `choose_levels`), the level, the bands it took (its own family's, or
+    a pooled one) and the median width p90 / p10."""
     out = []
     for device in sorted(set(res.device.tolist())):
         held = res.device == device
-        without = table(res, ~held)
+        levels = choose_levels(res, ~held)
+        without = table(res, ~held, levels)
         for f in sorted(set(res.family[held].tolist())):
             rows = held & (res.family == f)
-            inside = np.zeros(rows.sum(), dtype=bool)
-            width = np.zeros(rows.sum())
-            used = set()
-            for g in sorted(set(res.regime[rows].tolist())):
-                cell = res.regime[rows] == g
-                key, band = without.band(f, g)
-                used.add(key)
-                low, high = band.bounds(1.0)
-                r = res.ratio[rows][cell]
-                inside[cell] = (r >= low) & (r <= high)
-                width[cell] = high / low
+            inside, width, used = _inside(res, without, rows, f)
             out.append({
                 "family": f, "device": device, "rows": int(rows.sum()), "coverage": round(float(inside.mean()), 4),
-                "width": round(float(np.median(width)), 4), "bands": sorted(used),
+                "width": round(float(np.median(width)), 4), "level": levels.get(f, QUANTILES[0]), "bands": sorted(used),
             })  # fmt: skip
     return out
 
@@ -119,6 +168,7 @@ def generate(root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     device's leave-one-device-out accuracy per source and family, and the intervals' coverage."""
     found = folds(root)
     res = residuals(found)
+    levels = choose_levels(res)
     figures = {
         "generated_by": "python -m bench.intervals",
         "loo": [
@@ -129,7 +179,7 @@ def generate(root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         "coverage": coverage(res),
     }
     figures["coverage_by_family"] = summary(figures["coverage"])
-    return table(res).to_json(), _rounded(figures)
+    return table(res, levels=levels).to_json(), _rounded(figures)
 
 
 def _rounded(doc: Any) -> Any:
@@ -153,16 +203,19 @@ def summary(cov: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def render(doc: dict[str, Any]) -> Iterator[str]:
     yield "Prediction intervals (p10-p90 of measured / predicted, leave one device out; adapters/intervals.json)"
+    yield "Levels (a family's lower quantile where wider than 0.10): " + (
+        ", ".join(f"{f} {q:.2f}" for f, q in doc.get("levels", {}).items()) or "none"
+    )
     yield f"{'band':<28}{'p10':>8}{'p90':>8}{'rows':>8}{'devices':>9}"
     for key, b in doc["bands"].items():
         yield f"{key:<28}{b['low']:>8.3f}{b['high']:>8.3f}{b['rows']:>8}{b['devices']:>9}"
     yield ""
     yield "Coverage: each device held out of the table too; share of its rows inside p10-p90 (aim ~80 %)"
-    yield f"{'family':<20}{'device':<21}{'rows':>7}{'inside':>8}{'p90/p10':>9}  band"
+    yield f"{'family':<20}{'device':<21}{'rows':>7}{'inside':>8}{'p90/p10':>9}{'level':>7}  band"
     for c in doc["coverage"]:
         yield (
-            f"{c['family']:<20}{c['device']:<21}{c['rows']:>7}{c['coverage']:>8.1%}{c['width']:>9.2f}  "
-            + ", ".join(c["bands"])
+            f"{c['family']:<20}{c['device']:<21}{c['rows']:>7}{c['coverage']:>8.1%}{c['width']:>9.2f}"
+            f"{c['level']:>7.2f}  " + ", ".join(c["bands"])
         )
     yield ""
     yield "Per family (mean over held-out devices): " + "; ".join(

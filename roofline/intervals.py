@@ -1,9 +1,12 @@
 """Prediction intervals: how far measured times fall from the model's, per op family and regime, as a band of ratios.
 
-A band is the 10th and 90th percentiles of measured / predicted time over the leave-one-device-out residuals of
-the validation (`python -m bench.intervals` writes the table; docs/model/intervals.md): a new estimate t gets
-[t · q10, t · q90], widened to contain t itself (p10 ≤ t ≤ p90 always: the model's own figure is never outside its
-interval). Residuals are weighted so that every measured device counts the same, whatever its number of rows.
+A band is a pair of percentiles of measured / predicted time over the leave-one-device-out residuals of the
+validation (`python -m bench.intervals` writes the table; docs/model/intervals.md): a new estimate t gets
+[t · q_low, t · q_high], widened to contain t itself (p10 ≤ t ≤ p90 always: the model's own figure is never outside its
+interval). Residuals are weighted so that every measured device counts the same, whatever its number of rows. The
+percentiles are the 10th and 90th, or wider for a family whose residuals on the devices it was not built from fall
+outside the 10th-90th more than a fifth of the time (`IntervalTable.levels`, chosen by bench.intervals): the interval
+is meant to hold 80 % of a new device's measurements, and the spread between devices is wider than within one.
 
 The regime of an estimate is what dominates it: `small` when its work (time less fixed costs) is under
 `SMALL_WORK_S` (the fixed costs of every timing scope, 1-13 µs, are then comparable to the work, and the residuals
@@ -15,7 +18,7 @@ This module is pure: the table is data the caller loads and passes in (`Interval
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -79,7 +82,8 @@ def weighted_quantiles(values: Sequence[float] | Array, weights: Sequence[float]
 
 @dataclass(frozen=True)
 class Band:
-    """The ratios measured / predicted at `QUANTILES` over `rows` residuals (`devices` measured devices)."""
+    """The ratios measured / predicted at a pair of quantiles (`QUANTILES`, or its family's level) over `rows`
+    residuals (`devices` measured devices)."""
 
     low: float
     high: float
@@ -88,11 +92,15 @@ class Band:
 
     @classmethod
     def of(
-        cls, ratios: Sequence[float] | Array, weights: Sequence[float] | Array | None = None, devices: int = 1
+        cls,
+        ratios: Sequence[float] | Array,
+        weights: Sequence[float] | Array | None = None,
+        devices: int = 1,
+        quantiles: tuple[float, float] = QUANTILES,
     ) -> Band:
         r = np.asarray(ratios, dtype=np.float64)
         w = np.ones_like(r) if weights is None else np.asarray(weights, dtype=np.float64)
-        low, high = weighted_quantiles(r, w, QUANTILES)
+        low, high = weighted_quantiles(r, w, quantiles)
         return cls(float(low), float(high), int(r.size), devices)
 
     def bounds(self, time_s: Any) -> tuple[Any, Any]:
@@ -103,19 +111,23 @@ class Band:
         return {"low": round(self.low, 6), "high": round(self.high, 6), "rows": self.rows, "devices": self.devices}
 
 
-def band_of(ratios: Array, devices: Sequence[str] | NDArray[np.str_]) -> Band:
-    """The band of residual ratios from several devices, each device weighing the same (its rows share its weight)."""
+def band_of(ratios: Array, devices: Sequence[str] | NDArray[np.str_], low: float = QUANTILES[0]) -> Band:
+    """The band of residual ratios from several devices, each device weighing the same (its rows share its weight),
+    at the `low` and 1 − `low` quantiles."""
     d = np.asarray(devices)
     names, index, counts = np.unique(d, return_inverse=True, return_counts=True)
-    return Band.of(ratios, 1.0 / counts[index], devices=len(names))
+    return Band.of(ratios, 1.0 / counts[index], devices=len(names), quantiles=(low, 1.0 - low))
 
 
 @dataclass(frozen=True)
 class IntervalTable:
-    """Bands by `family/regime`, `family/*` (every regime of a family) and `*/regime` (every family)."""
+    """Bands by `family/regime`, `family/*` (every regime of a family) and `*/regime` (every family). `levels`: the
+    lower quantile of a family's bands where it is not `QUANTILES[0]` (the upper one is 1 − it); pooled bands
+    (`*/…`) are at `QUANTILES`."""
 
     bands: Mapping[str, Band]
     generated_by: str = ""
+    levels: Mapping[str, float] = field(default_factory=dict)
 
     def band(self, family: str, regime: str) -> tuple[str, Band]:
         """The band for an op of `family` in `regime`: its own cell if it has `MIN_ROWS` rows, else its family's, else
@@ -141,6 +153,7 @@ class IntervalTable:
             "quantiles": list(QUANTILES),
             "small_work_s": SMALL_WORK_S,
             "min_rows": MIN_ROWS,
+            "levels": dict(self.levels),
             "bands": {key: band.to_json() for key, band in self.bands.items()},
         }
 
@@ -149,4 +162,4 @@ class IntervalTable:
         if list(doc["quantiles"]) != list(QUANTILES) or doc["small_work_s"] != SMALL_WORK_S:
             raise ValueError("interval table made for other quantiles or regimes: regenerate it (bench.intervals)")
         bands = {key: Band(b["low"], b["high"], b["rows"], b["devices"]) for key, b in doc["bands"].items()}
-        return cls(bands, doc.get("generated_by", ""))
+        return cls(bands, doc.get("generated_by", ""), dict(doc.get("levels", {})))

@@ -71,3 +71,14 @@ def test_a_band_from_fewer_than_three_devices_is_widened_to_its_regimes_pooled_b
     assert table.band("gemm-fp4", "compute") == ("gemm-fp4/compute+*/compute", Band(0.7, 1.1, MIN_ROWS, 2))
     assert table.band("matmul", "compute") == ("matmul/compute", Band(0.95, 1.05, MIN_ROWS, MIN_DEVICES))
     assert table.band("gemm-fp4", "memory")[0] == "*/*"
+
+
+def test_a_wider_level_takes_wider_quantiles_and_the_table_keeps_it() -> None:
+    """Twenty values 1, 2, …, 20 sit at (i − ½)/20: the 10th percentile is 2.5 (between 2 at 0.075 and 3 at 0.125),
+    the 5th 1.5 (between 1 at 0.025 and 2 at 0.075), the 95th 19.5. A table's levels go to JSON and back."""
+    values, devices = np.arange(1.0, 21.0), np.array(["a"] * 20)
+    assert (band_of(values, devices).low, band_of(values, devices).high) == (2.5, 18.5)
+    wider = band_of(values, devices, 0.05)
+    assert (wider.low, wider.high) == (pytest.approx(1.5, rel=1e-12), pytest.approx(19.5, rel=1e-12))
+    table = IntervalTable({"*/*": Band(0.5, 2.0, 60, 3)}, "test", {"matmul": 0.06})
+    assert IntervalTable.from_json(table.to_json()) == table
