@@ -104,8 +104,10 @@ class Spool:
             directory.mkdir(parents=True, exist_ok=True)
 
     def journal(self, header: dict[str, Any]) -> Journal:
-        """A new journal for a batch whose payload is `header` plus the results appended to it."""
-        return Journal(self.journal_dir / f"{uuid.uuid4().hex}.jsonl", header)
+        """A new journal for a batch whose payload is `header` plus the results appended to it. It is made in tmp/,
+        locked and given its header there, then renamed into journal/: `recover` never sees it unlocked or empty."""
+        name = f"{uuid.uuid4().hex}.jsonl"
+        return Journal(self.tmp_dir / name, header, self.journal_dir / name)
 
     def recover(self) -> tuple[int, int]:
         """Spool the journals that no live worker holds (their writer was killed): each becomes the pending batch
@@ -223,7 +225,8 @@ class Spool:
         """Remove half-written files left by a crash (their batches are still whole in pending/ or were never
         acknowledged); recent ones may belong to another worker writing now."""
         cutoff = time.time() - older_than_s
-        for path in self.tmp_dir.glob("*.tmp"):
+        # *.jsonl: a journal whose worker died before naming it, so before it held any measurement.
+        for path in [*self.tmp_dir.glob("*.tmp"), *self.tmp_dir.glob("*.jsonl")]:
             with contextlib.suppress(FileNotFoundError):
                 if path.stat().st_mtime < cutoff:
                     path.unlink()
@@ -234,12 +237,13 @@ class Journal:
     result per line, each synced to disk before `append` returns. The writer holds an exclusive lock on the file
     for as long as it lives (`Spool.recover` leaves it alone)."""
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+    def __init__(self, made: Path, header: dict[str, Any], path: Path) -> None:
         self.path = path
         self.results = 0
-        self._handle = open(path, "ab")  # noqa: SIM115 - open until the batch is spooled
-        fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+        self._handle = open(made, "ab")  # noqa: SIM115 - open until the batch is spooled
+        fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)  # held by the open file: it follows the rename
         self._write(header)
+        os.replace(made, path)
         _fsync_dir(path.parent)
 
     def _write(self, doc: dict[str, Any]) -> None:

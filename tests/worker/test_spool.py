@@ -70,12 +70,14 @@ def test_writes_are_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 def test_stale_temporary_files_are_cleaned_fresh_ones_kept(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
     stale, fresh = tmp_path / "tmp" / "a.1.tmp", tmp_path / "tmp" / "b.2.tmp"
-    stale.write_text("{half")
-    fresh.write_text("{half")
+    unnamed = tmp_path / "tmp" / "c.jsonl"  # a journal whose worker died before renaming it: no result in it yet
+    for path in (stale, fresh, unnamed):
+        path.write_text("{half")
     old = time.time() - 7200
     os.utime(stale, (old, old))
+    os.utime(unnamed, (old, old))
     spool.clean_tmp()
-    assert not stale.exists() and fresh.exists()
+    assert not stale.exists() and not unnamed.exists() and fresh.exists()
 
 
 def test_an_unreadable_batch_is_set_aside_never_deleted(tmp_path: Path) -> None:
