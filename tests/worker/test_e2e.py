@@ -189,6 +189,24 @@ def postgres_url() -> Iterator[str]:
         schema.drop()
 
 
+@contextlib.contextmanager
+def served_with_key(tmp_path: Path, postgres_url: str, name: str) -> Iterator[tuple[LiveServer, str, dict[str, str]]]:
+    """`ridgeline serve` on PostgreSQL, an upload key for it, and the environment a worker runs in (no RIDGELINE_*)."""
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": postgres_url}
+    port = free_port()
+    server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
+    server.wait_healthy()
+    try:
+        created = subprocess.run(
+            [*ridgeline_command(), "keys", "create", "--name", name, "--scope", "upload"],
+            env=env, capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        token = created.stdout.strip().splitlines()[-1]
+        yield server, token, {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
+    finally:
+        server.stop()
+
+
 def test_worker_survives_a_server_killed_mid_upload(tmp_path: Path, postgres_url: str) -> None:
     env = {**os.environ, "RIDGELINE_DATABASE_URL": postgres_url}
     port = free_port()
@@ -286,17 +304,7 @@ def test_the_ceilings_give_this_host_a_profile_that_later_runs_are_predicted_fro
 ) -> None:
     # Issue 21, "The loop on this machine": on cpu-generic (a nominal 8-core machine) the quick matmul suite is off
     # by a median ~65 % here; predicted from this host's measured profile it must be within 25 %.
-    env = {**os.environ, "RIDGELINE_DATABASE_URL": postgres_url}
-    port = free_port()
-    server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
-    server.wait_healthy()
-    try:
-        created = subprocess.run(
-            [*ridgeline_command(), "keys", "create", "--name", "e2e-host", "--scope", "upload"],
-            env=env, capture_output=True, text=True, check=True, timeout=60,
-        )  # fmt: skip
-        token = created.stdout.strip().splitlines()[-1]
-        worker_env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
+    with served_with_key(tmp_path, postgres_url, "e2e-host") as (server, token, worker_env):
         common = ["--server", server.url, "--token", token, "--spool-dir", str(tmp_path / "spool"), "--quick"]
 
         def run(suite: str) -> subprocess.CompletedProcess[str]:
@@ -344,8 +352,6 @@ def test_the_ceilings_give_this_host_a_profile_that_later_runs_are_predicted_fro
         cpus = httpx.get(f"{server.url}/v1/hardware", params={"kind": "cpu", "limit": 100}).json()["items"]
         assert [p["slug"] for p in cpus if p["slug"].startswith("host-")] == [slug]
         assert httpx.get(f"{server.url}/v1/hardware/{slug}").json()["updated_at"] > profile["updated_at"]
-    finally:
-        server.stop()
 
 
 MEASURED_LINE = re.compile(r"^\[\s*\d+/\d+\] .*  median ")
@@ -370,17 +376,7 @@ def test_a_run_killed_or_stopped_mid_batch_loses_no_measurement(tmp_path: Path, 
     the journal and the service stores every measurement the results file lists (and at most the one whose report
     the kill cut off), each once. SIGTERM after 5: the run spools its batch itself and exits 143; flush stores
     exactly the results file."""
-    env = {**os.environ, "RIDGELINE_DATABASE_URL": postgres_url}
-    port = free_port()
-    server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
-    server.wait_healthy()
-    try:
-        created = subprocess.run(
-            [*ridgeline_command(), "keys", "create", "--name", "e2e-kill", "--scope", "upload"],
-            env=env, capture_output=True, text=True, check=True, timeout=60,
-        )  # fmt: skip
-        token = created.stdout.strip().splitlines()[-1]
-        worker_env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
+    with served_with_key(tmp_path, postgres_url, "e2e-kill") as (server, token, worker_env):
         stored_before = 0
         for signum in (signal.SIGKILL, signal.SIGTERM):
             spool, results_file = tmp_path / f"spool-{signum}", tmp_path / f"results-{signum}.jsonl"
@@ -413,5 +409,3 @@ def test_a_run_killed_or_stopped_mid_batch_loses_no_measurement(tmp_path: Path, 
             # The kill can land between a measurement's journal line and its results-file line: one more at most.
             assert new - len(records) in ((0, 1) if signum == signal.SIGKILL else (0,)), (new, len(records))
             stored_before = len(stored)
-    finally:
-        server.stop()
