@@ -164,7 +164,7 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per batch is ours to print
     path = Path(args.file)
     try:
-        parsed = importer.parse(args.format, path, args.collective)
+        parsed = importer.parse(args.format, path, args.collective, args.kernel_source)
     except importer.FormatError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -181,6 +181,8 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
     parsed.timing_scope = TimingScope(scope)
     software = dict(item.split("=", 1) for item in args.software)
     print(f"{path.name}: {len(parsed.results)} results ({args.format}, timing scope {parsed.timing_scope})")
+    if parsed.skipped:
+        print(f"  not imported: {', '.join(f'{why} ({n} rows)' for why, n in parsed.skipped.items())}")
     stored = 0
     try:
         for index, body, replayed in importer.post(
@@ -265,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--token", default=os.environ.get("RIDGELINE_TOKEN"), help="an upload key ($RIDGELINE_TOKEN)")
     imp.add_argument("--host", help="the host that measured them (default: this one's name)")
     imp.add_argument("--collective", help="nccl-tests: the collective timed (default: from the file name)")
+    imp.add_argument("--kernel-source", help="aiconfigurator tables: the rows of this kernel_source only (needed when "
+                     "a file holds several kernels)")  # fmt: skip
     imp.add_argument("--timing-scope", choices=["kernel", "graph_replay", "wall_clock"], help="override the format's")
     imp.add_argument("--software", action="append", default=[], metavar="NAME=VERSION", help="repeatable")
     imp.add_argument("--batch-size", type=int, default=10_000, help="results per request (at most 10 000)")

@@ -151,9 +151,9 @@ def aiconfigurator_generations(root: Path) -> list[Group]:
     return groups
 
 
-def aiconfigurator_gemm(path: Path) -> list[Group]:
-    """`gemm_perf.csv`: its bf16 rows (the quantised variants are not plain GEMMs)."""
-    gemm = [r for r in dict_rows(path) if r["gemm_dtype"] == "bfloat16"]
+def aiconfigurator_gemm(path: Path, rows: list[dict[str, str]] | None = None) -> list[Group]:
+    """`gemm_perf.csv` (or those of its `rows` given): its bf16 rows (the quantised variants are not plain GEMMs)."""
+    gemm = [r for r in (dict_rows(path) if rows is None else rows) if r["gemm_dtype"] == "bfloat16"]
     m, n, k = col(gemm, "m"), col(gemm, "n"), col(gemm, "k")
     return [
         Group(
@@ -222,15 +222,18 @@ def aiconfigurator_moe(path: Path) -> list[Group]:
     return groups
 
 
-def aiconfigurator_attention(path: Path, phase: str, warm: bool = False) -> list[Group]:
-    """`context_attention_perf.csv` (phase "context") or `generation_attention_perf.csv` ("generation"); `warm`: its
-    collector replays each call on the same buffers (timing scope `aiconfigurator-<phase>-warm`).
+def aiconfigurator_attention(
+    path: Path, phase: str, warm: bool = False, rows: list[dict[str, str]] | None = None
+) -> list[Group]:
+    """`context_attention_perf.csv` (phase "context") or `generation_attention_perf.csv` ("generation"), or those of
+    its `rows` given; `warm`: its collector replays each call on the same buffers (timing scope
+    `aiconfigurator-<phase>-warm`). Its bf16 rows with a bf16 cache.
 
     `window_size` > 0 is sliding-window attention over that many keys (the local layers of gpt-oss, 128, and of
     Gemma-like models, 1 024 and 8 192; TensorRT-LLM's `attention_window_size`); 0 is full causal attention."""
     family = f"attention-{phase}"
     groups: list[Group] = []
-    rows = dict_rows(path)
+    rows = dict_rows(path) if rows is None else rows
     rows = [r for r in rows if r["attn_dtype"] == "bfloat16" and r["kv_cache_dtype"] == "bfloat16"]
     variants = sorted({(int(r["num_key_value_heads"]), int(r.get("window_size") or 0)) for r in rows})
     for kvh, window in variants:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,45 @@ class Parsed:
     timing_scope: TimingScope
     results: list[dict[str, Any]]
     device: str | None = None  # what the file says it ran on (nccl-tests prints it)
+    skipped: dict[str, int] = field(default_factory=dict)  # rows not imported: why → how many
+
+
+def _kernel_rows(
+    path: Path, kernel_source: str | None, kind: Callable[[dict[str, str]], str | None]
+) -> tuple[list[dict[str, str]], dict[str, int]]:
+    """An aiconfigurator table's importable rows (`kind` gives None for those, else why a row is not imported), of
+    one kernel (`kernel_source`; any, when the importable rows come from one), and the other rows counted by reason.
+    Importable rows of several kernels and no choice are an error: one run holds one kernel's timings, or
+    calibration would learn an average of kernels that no deployment runs."""
+    rows = datasets.dict_rows(path)
+    skipped = Counter(why for r in rows if (why := kind(r)) is not None)
+    usable = [r for r in rows if kind(r) is None]
+    sources = Counter(r.get("kernel_source", "") for r in usable)
+    if kernel_source is None:
+        if len(sources) > 1:
+            raise FormatError(f"{path.name} holds the timings of several kernels ({_listed(sources)}): import one "
+                              "at a time with --kernel-source NAME")  # fmt: skip
+        return usable, dict(sorted(skipped.items()))
+    if kernel_source not in sources:
+        raise FormatError(f"{path.name} has no importable rows of kernel_source {kernel_source!r}; it has "
+                          f"{_listed(sources) or 'none'}")  # fmt: skip
+    skipped.update({f"kernel_source {name}": n for name, n in sources.items() if name != kernel_source})
+    return [r for r in usable if r.get("kernel_source", "") == kernel_source], dict(sorted(skipped.items()))
+
+
+def _gemm_kind(row: dict[str, str]) -> str | None:
+    # Quantised rows are not imported: what their op is (fp8 per tensor or per block, weight-only, SmoothQuant)
+    # depends on the library that ran them, which a `gemm_dtype` alone does not say.
+    return None if row["gemm_dtype"] == "bfloat16" else f"gemm_dtype {row['gemm_dtype']}"
+
+
+def _attention_kind(row: dict[str, str]) -> str | None:
+    pair = (row["attn_dtype"], row["kv_cache_dtype"])
+    return None if pair == ("bfloat16", "bfloat16") else f"attn_dtype {pair[0]}, kv_cache_dtype {pair[1]}"
+
+
+def _listed(counts: Counter[str]) -> str:
+    return ", ".join(f"{name or '(empty)'}: {n} rows" for name, n in sorted(counts.items()))
 
 
 def _results_of(groups: list[datasets.Group]) -> list[dict[str, Any]]:
@@ -169,8 +209,9 @@ def parse_llmcompass_allreduce(path: Path, devices: int = 4) -> Parsed:
     return Parsed(SCOPES["llmcompass-allreduce"], results)
 
 
-def parse(fmt: str, path: Path, collective: str | None = None) -> Parsed:
-    """The results in a file of one of `FORMATS`."""
+def parse(fmt: str, path: Path, collective: str | None = None, kernel_source: str | None = None) -> Parsed:
+    """The results in a file of one of `FORMATS`; for aiconfigurator's GEMM and attention tables, those of one
+    `kernel_source` (needed where the file holds several), with the rows not imported counted by reason."""
     try:
         datasets.resolve(path)  # the file itself or its `.gz` copy: the parsers open either
     except datasets.MissingData:
@@ -185,10 +226,13 @@ def parse(fmt: str, path: Path, collective: str | None = None) -> Parsed:
             return parse_vidur_network(path)
         if fmt == "llmcompass-allreduce":
             return parse_llmcompass_allreduce(path)
+        skipped: dict[str, int] = {}
         if fmt == "aiconfigurator-gemm":
-            groups = datasets.aiconfigurator_gemm(path)
+            rows, skipped = _kernel_rows(path, kernel_source, _gemm_kind)
+            groups = datasets.aiconfigurator_gemm(path, rows)
         elif fmt == "aiconfigurator-attention":
-            groups = datasets.aiconfigurator_attention(path, _phase(path, datasets.dict_rows(path)))
+            rows, skipped = _kernel_rows(path, kernel_source, _attention_kind)
+            groups = datasets.aiconfigurator_attention(path, _phase(path, rows), rows=rows)
         elif fmt == "vidur":
             groups = datasets.vidur_table(path)
         elif fmt == "llmcompass":
@@ -199,7 +243,7 @@ def parse(fmt: str, path: Path, collective: str | None = None) -> Parsed:
         if isinstance(err, FormatError):
             raise
         raise FormatError(f"{path.name} is not a {fmt} table: {type(err).__name__}: {err}") from None
-    return Parsed(SCOPES[fmt], _results_of(groups))
+    return Parsed(SCOPES[fmt], _results_of(groups), skipped=skipped)
 
 
 def batches(results: list[dict[str, Any]], size: int = MAX_RESULTS) -> Iterator[list[dict[str, Any]]]:

@@ -51,6 +51,8 @@ def test_nccl_tests_output(tmp_path: Path) -> None:
 def test_validation_tables() -> None:
     gemm = importer.parse("aiconfigurator-gemm", VALIDATION / "aiconfigurator-a100" / "gemm_perf.csv")
     assert len(gemm.results) == 9240 and gemm.timing_scope == "graph_replay"  # its bf16 rows
+    # The quantised rows are counted, not dropped silently (6 048 of each scheme in the A100 table).
+    assert gemm.skipped == {"gemm_dtype int4_wo": 6048, "gemm_dtype int8_wo": 6048, "gemm_dtype sq": 6048}
     first = gemm.results[0]["op"]
     assert first["kind"] == "matmul" and first["dtype"] == "bf16" and isinstance(first["m"], int)
     decode = importer.parse(
@@ -118,3 +120,27 @@ def test_a_table_reads_the_same_plain_or_gzip_compressed(tmp_path: Path) -> None
     assert importer.digest(stored.with_name("nccl_perf.csv"), "x") == importer.digest(stored, "x")
     with pytest.raises(importer.FormatError, match="no such file"):
         importer.parse("aiconfigurator-nccl", tmp_path / "absent.csv")
+
+
+def test_a_table_of_several_kernels_is_imported_one_kernel_at_a_time(tmp_path: Path) -> None:
+    """B200's prefill table holds bf16 rows of two kernels (TensorRT-LLM's own, 2 775; FlashInfer's, 159): without a
+    choice the import refuses, naming both; with one, the other kernel's rows and the fp8 ones are counted."""
+    table = VALIDATION / "aiconfigurator-b200" / "context_attention_perf.csv"
+    with pytest.raises(importer.FormatError, match=r"torch_flow: 2775 rows, torch_flow_flashinfer: 159 rows"):
+        importer.parse("aiconfigurator-attention", table)
+    chosen = importer.parse("aiconfigurator-attention", table, kernel_source="torch_flow")
+    assert len(chosen.results) == 2775 and {r["op"]["kind"] for r in chosen.results} == {"attention"}
+    expected = {
+        "attn_dtype bfloat16, kv_cache_dtype fp8": 3066,
+        "attn_dtype fp8, kv_cache_dtype fp8": 6000,
+        "kernel_source torch_flow_flashinfer": 159,
+    }
+    assert chosen.skipped == expected
+    with pytest.raises(importer.FormatError, match="no importable rows of kernel_source 'cudnn'"):
+        importer.parse("aiconfigurator-attention", table, kernel_source="cudnn")
+    refused = subprocess.run(
+        [*ridgeline_command(), "benchmarks", "import", "--format", "aiconfigurator-attention", str(table),
+         "--hardware", "b200", "--token", "unused"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "--kernel-source NAME" in refused.stderr
