@@ -6,9 +6,10 @@
 The validation data (`validation/`) deliberately has no Hopper GPU. `bench/heldout/<device>/` holds timings a lent
 H100 and H200 measured with `scripts/measure_gpu.py` (bench/heldout/h200/README.md says how and what): bf16 and fp8
 GEMMs through cuBLAS at shapes of the B200 table, and causal bf16 prefill attention through PyTorch's cuDNN
-(Hopper-native) and FlashAttention-2 backends, every call timed in a CUDA graph as aiconfigurator's collector times
-its tables. This command predicts each row with the shipped defaults (`bench.validate`'s evaluation on the device's
-catalogue profile) and reports the error and how many rows the shipped p10-p90 intervals contain.
+(Hopper-native) and FlashAttention-2 backends, and bf16 decode attention through the latter, every call timed in a
+CUDA graph as aiconfigurator's collector times its tables. This command predicts each row with the shipped defaults
+(`bench.validate`'s evaluation on the device's catalogue profile) and reports the error and how many rows the
+shipped p10-p90 intervals contain.
 
 These tables are a judge's, never a teacher's: no constant, rule or choice of mechanism may be read from them
 (decision 0037). `bench.validate`, `bench.loo` and `bench.intervals` never load them, and a test holds that.
@@ -30,7 +31,15 @@ from adapters import interval_family, interval_table
 from bench import validate
 from roofline.intervals import regime
 from schemas.ops import Matmul
-from service.benchmarks.datasets import Group, Part, aiconfigurator_gemm, attention_parts, col, dict_rows
+from service.benchmarks.datasets import (
+    Group,
+    Part,
+    aiconfigurator_attention,
+    aiconfigurator_gemm,
+    attention_parts,
+    col,
+    dict_rows,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "bench" / "heldout"
@@ -52,6 +61,7 @@ FAMILIES = {
     "gemm-fp8": "fp8 per-tensor GEMM, torch._scaled_mm (cuBLASLt), bf16 out, no quantisation in the call",
     "attention-prefill-cudnn": "causal bf16 prefill, SDPA cuDNN backend (Hopper-native kernels)",
     "attention-prefill-fa2": "causal bf16 prefill, SDPA FlashAttention-2 backend (an Ampere-class kernel)",
+    "attention-decode-fa2": "bf16 decode (one query per sequence), SDPA FlashAttention-2 backend (split-KV)",
 }
 
 
@@ -80,6 +90,8 @@ def load(root: Path, hardware: str) -> list[Group]:
                 f"b={x:.0f} h={y:.0f} kv_h={kvh} d={z:.0f} s={u:.0f}" for x, y, z, u in zip(b, h, d, s, strict=True)
             ]
             groups.append(Group("h200", family, parts, col(sub, "latency") * 1e-3, labels, "torch-graph-warm"))
+    for g in aiconfigurator_attention(root / "generation_attention_perf.csv", "generation"):
+        groups.append(replace(g, family="attention-decode-fa2", scope="torch-graph-warm"))
     for g in groups:
         g.source, g.device = "heldout", hardware
     return groups

@@ -12,6 +12,8 @@ It writes, into OUT_DIR:
 - `context_attention_perf.csv`: causal bf16 prefill through `scaled_dot_product_attention` with the cuDNN backend
   (`kernel_source` cudnn) and the FlashAttention-2 backend (flash), at a sample of the full-attention rows of
   `validation/aiconfigurator-b200/context_attention_perf.csv`;
+- `generation_attention_perf.csv`: decode attention (one query against the cache) through the FlashAttention-2
+  backend at a sample of the B200 generation table's full-attention bf16 rows (`--only decode` times these alone);
 - `device.json`: what the device and the driver report, and the two ceilings (a device-to-device copy, an
   8192³ bf16 product) measured first.
 
@@ -219,6 +221,42 @@ def attention_rows(device: str, deadline: float, count: int, write: Any) -> int:
     return done
 
 
+def decode_rows(device: str, deadline: float, count: int, write: Any) -> int:
+    """One new token per sequence against `step` cached ones and itself: `scaled_dot_product_attention` with a single
+    query over contiguous K and V (FlashAttention-2's split-KV kernel), at a sample of the full-attention bf16 rows
+    of `validation/aiconfigurator-b200/generation_attention_perf.csv` whose K and V fit in 16 GB."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    table = [
+        r
+        for r in rows(TABLES / "generation_attention_perf.csv.gz")
+        if r["attn_dtype"] == "bfloat16" and r["kv_cache_dtype"] == "bfloat16" and int(r["window_size"]) == 0
+    ]
+    configs = sorted({(int(r["batch_size"]), int(r["step"]) + 1, int(r["num_heads"]), int(r["num_key_value_heads"]),
+                       int(r["head_dim"])) for r in table})  # fmt: skip
+    configs = [c for c in configs if 2 * 2 * c[0] * c[1] * c[3] * c[4] <= 16e9 and c[4] <= 256]
+    done = 0
+    for b, kv, h, kvh, d in sample(configs, count):
+        if time.monotonic() > deadline:
+            break
+        q = torch.randn(b, h, 1, d, dtype=torch.bfloat16, device="cuda")
+        k = torch.randn(b, kvh, kv, d, dtype=torch.bfloat16, device="cuda")
+        v = torch.randn(b, kvh, kv, d, dtype=torch.bfloat16, device="cuda")
+        try:
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                t = graph_time([partial(sdpa, q, k, v, enable_gqa=kvh != h)] * 3)
+        except RuntimeError as error:
+            print(f"decode b{b} kv{kv} h{h}/{kvh} d{d}: {str(error)[:200]}", file=sys.stderr)
+            continue
+        write(["PyTorch", torch.__version__, device, "generation_attention", "flash", b, 1, h, kvh, d, 0, 1,
+               "bfloat16", "bfloat16", kv - 1, t * 1e3])  # fmt: skip
+        done += 1
+    torch.cuda.empty_cache()
+    return done
+
+
 def writer(path: Path, columns: list[str]) -> Any:
     f = path.open("w", newline="")
     out = csv.writer(f)
@@ -240,6 +278,8 @@ def main() -> int:
     parser.add_argument("--gemms", type=int, default=1500)
     parser.add_argument("--fp8", type=int, default=400)
     parser.add_argument("--attention", type=int, default=300)
+    parser.add_argument("--decode", type=int, default=300)
+    parser.add_argument("--only", choices=["decode"], help="time only this part (and the ceilings)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -256,12 +296,16 @@ def main() -> int:
     print(json.dumps(info, indent=1), flush=True)
     device = f"NVIDIA {props.name.removeprefix('NVIDIA ')}"
     budget = args.budget_s
-    gemm_write = writer(args.out / "gemm_perf.csv", GEMM_COLUMNS)
-    n_gemm = gemm_rows(device, l2, start + 0.6 * budget, args.gemms, args.fp8, gemm_write)
-    print(f"gemm shapes {n_gemm} in {time.monotonic() - start:.0f} s", flush=True)
-    att_write = writer(args.out / "context_attention_perf.csv", ATTENTION_COLUMNS)
-    n_att = attention_rows(device, start + budget, args.attention, att_write)
-    print(f"attention configs {n_att} in {time.monotonic() - start:.0f} s", flush=True)
+    if args.only is None:
+        gemm_write = writer(args.out / "gemm_perf.csv", GEMM_COLUMNS)
+        n_gemm = gemm_rows(device, l2, start + 0.5 * budget, args.gemms, args.fp8, gemm_write)
+        print(f"gemm shapes {n_gemm} in {time.monotonic() - start:.0f} s", flush=True)
+        att_write = writer(args.out / "context_attention_perf.csv", ATTENTION_COLUMNS)
+        n_att = attention_rows(device, start + 0.8 * budget, args.attention, att_write)
+        print(f"attention configs {n_att} in {time.monotonic() - start:.0f} s", flush=True)
+    decode_write = writer(args.out / "generation_attention_perf.csv", ATTENTION_COLUMNS)
+    n_decode = decode_rows(device, start + budget, args.decode, decode_write)
+    print(f"decode configs {n_decode} in {time.monotonic() - start:.0f} s", flush=True)
     smi = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu",
                           "--format=csv"], capture_output=True, text=True)  # fmt: skip
     info["nvidia_smi_after"] = smi.stdout

@@ -30,14 +30,16 @@ def test_nothing_that_fits_or_chooses_reads_the_held_out_tables() -> None:
 
 @pytest.mark.parametrize(("folder", "first_ms"), [("h100", 0.003702000016346574), ("h200", 0.0038040000945329666)])
 def test_the_tables_parse_as_measured(folder: str, first_ms: float) -> None:
-    """Row counts of the files (1 500 bf16 and 400 fp8 shapes; 300 attention shapes, 19 of them single-token, which
-    cuDNN refused and the loader leaves out), and the first bf16 row, m=1 n=32 k=1024, as its file gives it in ms."""
+    """Row counts of the files (1 500 bf16 and 400 fp8 shapes; 300 prefill shapes, 19 of them single-token, which
+    cuDNN refused and the loader leaves out; 300 decode shapes), and the first bf16 row, m=1 n=32 k=1024, as its file
+    gives it in ms."""
     groups = heldout.load(heldout.DATA / folder, heldout.DEVICES[folder])
     rows: dict[str, int] = {}
     for g in groups:
         rows[g.family] = rows.get(g.family, 0) + g.measured_s.size
         assert g.device == heldout.DEVICES[folder]
-    assert rows == {"gemm-bf16": 1500, "gemm-fp8": 400, "attention-prefill-cudnn": 281, "attention-prefill-fa2": 281}
+    assert rows == {"gemm-bf16": 1500, "gemm-fp8": 400, "attention-prefill-cudnn": 281, "attention-prefill-fa2": 281,
+                    "attention-decode-fa2": 300}  # fmt: skip
     bf16 = next(g for g in groups if g.family == "gemm-bf16")
     assert bf16.labels[0] == "m=1 n=32 k=1024"
     assert bf16.measured_s[0] == pytest.approx(first_ms * 1e-3, rel=1e-12)
