@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from adapters import interval_family, interval_table
-from bench import validate
+from bench import intervals, validate
 from roofline.intervals import regime
 from schemas.ops import Matmul
 from service.benchmarks.datasets import (
@@ -36,7 +36,6 @@ from service.benchmarks.datasets import (
     Part,
     aiconfigurator_attention,
     aiconfigurator_gemm,
-    attention_parts,
     col,
     dict_rows,
 )
@@ -75,21 +74,15 @@ def load(root: Path, hardware: str) -> list[Group]:
     fp8 = [r for r in dict_rows(root / "gemm_perf.csv") if r["gemm_dtype"] == "fp8_gemm_only"]
     m, n, k = col(fp8, "m"), col(fp8, "n"), col(fp8, "k")
     op = Matmul(m=1, n=1, k=1, dtype="fp8", out_dtype="bf16")
-    groups.append(Group("h200", "gemm-fp8", [Part(op, {"m": m, "n": n, "k": k})], col(fp8, "latency") * 1e-3,
+    groups.append(Group("heldout", "gemm-fp8", [Part(op, {"m": m, "n": n, "k": k})], col(fp8, "latency") * 1e-3,
                         _labels(m, n, k), "torch-graph"))  # fmt: skip
     attention = dict_rows(root / "context_attention_perf.csv")
     for source, family in (("cudnn", "attention-prefill-cudnn"), ("flash", "attention-prefill-fa2")):
         # Single-token "prefills" (isl 1) are decode-shaped: the table's prefill rows start at 16 tokens.
         rows = [r for r in attention if r["kernel_source"] == source and int(r["isl"]) > 1]
-        for kvh in sorted({int(r["num_key_value_heads"]) for r in rows}):
-            sub = [r for r in rows if int(r["num_key_value_heads"]) == kvh]
-            b, h, d, s = col(sub, "batch_size"), col(sub, "num_heads"), col(sub, "head_dim"), col(sub, "isl")
+        for g in aiconfigurator_attention(root / "context_attention_perf.csv", "context", rows=rows):
             # The attention kernel alone: SDPA takes Q, K and V as they are (no RoPE, no cache append).
-            parts = attention_parts("context", b, h, kvh, d, s, s)[:1]
-            labels = [
-                f"b={x:.0f} h={y:.0f} kv_h={kvh} d={z:.0f} s={u:.0f}" for x, y, z, u in zip(b, h, d, s, strict=True)
-            ]
-            groups.append(Group("h200", family, parts, col(sub, "latency") * 1e-3, labels, "torch-graph-warm"))
+            groups.append(replace(g, family=family, parts=g.parts[:1], scope="torch-graph-warm"))
     for g in aiconfigurator_attention(root / "generation_attention_perf.csv", "generation"):
         groups.append(replace(g, family="attention-decode-fa2", scope="torch-graph-warm"))
     for g in groups:
@@ -108,13 +101,9 @@ def figures(root: Path = DATA) -> dict[str, Any]:
         assert r.work_s is not None  # bench.validate's results carry their work, math and memory seconds
         summary = validate.summary(r, worst=3)
         regimes = np.asarray(regime(r.work_s, 0.0, r.compute_s, r.memory_s))
-        ratio = r.measured_s / r.predicted_s
-        inside = np.zeros(ratio.size, dtype=bool)
-        for g in sorted(set(regimes.tolist())):
-            cell = regimes == g
-            _, band = table.band(families[r.family], g)
-            low, high = band.bounds(1.0)
-            inside[cell] = (ratio[cell] >= low) & (ratio[cell] <= high)
+        res = intervals.Residuals(np.full(regimes.size, families[r.family]), regimes, np.full(regimes.size, r.device),
+                                  r.measured_s / r.predicted_s)  # fmt: skip
+        inside = intervals.inside(res, table, np.ones(regimes.size, dtype=bool), families[r.family])[0]
         out["families"].append({
             "device": r.device, "family": r.family, "timed": FAMILIES[r.family], "interval_family": families[r.family],
             "count": summary["count"], "median_ape": round(summary["median_ape"], 4),

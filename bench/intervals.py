@@ -101,10 +101,11 @@ def table(
     return IntervalTable(bands, "python -m bench.intervals", shown)
 
 
-def _inside(
+def inside(
     res: Residuals, tab: IntervalTable, rows: np.ndarray, family: str
 ) -> tuple[np.ndarray, np.ndarray, set[str]]:
-    """For `rows` of `family`: whether each falls inside its interval from `tab`, the width p90 / p10, the bands."""
+    """For `rows` of `family`: whether each falls inside its interval from `tab` (the band of its family and regime),
+    the width p90 / p10, the bands used."""
     inside = np.zeros(rows.sum(), dtype=bool)
     width = np.zeros(rows.sum())
     used = set()
@@ -134,7 +135,7 @@ def choose_levels(res: Residuals, keep: np.ndarray | None = None) -> dict[str, f
             tab = table(res, keep & ~held, dict.fromkeys(mine, q), families=mine)
             for f in mine:
                 shares.setdefault(f, {}).setdefault(q, []).append(
-                    float(_inside(res, tab, held & (res.family == f), f)[0].mean())
+                    float(inside(res, tab, held & (res.family == f), f)[0].mean())
                 )
     levels = {}
     for f, by_level in sorted(shares.items()):
@@ -155,9 +156,9 @@ def coverage(res: Residuals) -> list[dict[str, Any]]:
         without = table(res, ~held, levels)
         for f in sorted(set(res.family[held].tolist())):
             rows = held & (res.family == f)
-            inside, width, used = _inside(res, without, rows, f)
+            held_in, width, used = inside(res, without, rows, f)
             out.append({
-                "family": f, "device": device, "rows": int(rows.sum()), "coverage": round(float(inside.mean()), 4),
+                "family": f, "device": device, "rows": int(rows.sum()), "coverage": round(float(held_in.mean()), 4),
                 "width": round(float(np.median(width)), 4), "level": levels.get(f, QUANTILES[0]), "bands": sorted(used),
             })  # fmt: skip
     return out

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from worker.device import Device
     from worker.hostprofile import HostFacts
     from worker.results import Measurement
+    from worker.spool import Spool
 
 EX_TEMPFAIL = 75
 DEFAULT_CPU_DEVICES = 8
@@ -90,6 +91,13 @@ class Terminated(BaseException):
 
 def _terminate(signum: int, _frame: object) -> None:
     raise Terminated(signum)
+
+
+def _recover(spool: Spool, stream: TextIO) -> None:
+    """Spool the measurements of runs that were killed before their batch was full (`Spool.recover`)."""
+    batches, recovered = spool.recover()
+    if batches:
+        _print(stream, f"{recovered} measurements of an interrupted run recovered into the spool ({batches} batches)")
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
@@ -275,9 +283,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     policy = TimingPolicy.quick(rotate) if size == "quick" else TimingPolicy(rotate_bytes=rotate)
     ctx = Context(target, policy, seed=args.seed, ceiling_policy=policy.for_ceilings())
     spool = Spool(args.spool_dir)
-    batches, recovered = spool.recover()
-    if batches:
-        _print(err, f"{recovered} measurements of an interrupted run recovered into the spool ({batches} batches)")
+    _recover(spool, err)
     software = software_versions(device)
     info = RunInfo(hardware=hardware, host=host_name(), software=software)
     uploader = Uploader(spool, info, client, batch_size=args.batch_size)
@@ -368,9 +374,7 @@ def cmd_flush(args: argparse.Namespace) -> int:
         _print(sys.stderr, "flush needs --server or RIDGELINE_URL")
         return 2
     spool = Spool(args.spool_dir)
-    batches, recovered = spool.recover()
-    if batches:
-        _print(sys.stderr, f"{recovered} measurements of an interrupted run recovered ({batches} batches)")
+    _recover(spool, sys.stderr)
     if args.retry_rejected:
         _print(sys.stderr, f"{spool.requeue_rejected()} refused or conflicting batches queued again")
     batches, results = spool.count()

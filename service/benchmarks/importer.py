@@ -67,9 +67,9 @@ def _kernel_rows(
     one kernel (`kernel_source`; any, when the importable rows come from one), and the other rows counted by reason.
     Importable rows of several kernels and no choice are an error: one run holds one kernel's timings, or
     calibration would learn an average of kernels that no deployment runs."""
-    rows = datasets.dict_rows(path)
-    skipped = Counter(why for r in rows if (why := kind(r)) is not None)
-    usable = [r for r in rows if kind(r) is None]
+    reasons = [(row, kind(row)) for row in datasets.dict_rows(path)]
+    skipped = Counter(why for _, why in reasons if why is not None)
+    usable = [row for row, why in reasons if why is None]
     sources = Counter(r.get("kernel_source", "") for r in usable)
     if kernel_source is None:
         if len(sources) > 1:
