@@ -16,6 +16,7 @@ from adapters._calibration import CalibrationUse, row_calibration, run_summary
 from adapters._collectives import device_topology
 from adapters._errors import InvalidField
 from adapters._hardware import cache_state, to_core
+from adapters._intervals import interval_table
 from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareSpec
 from schemas.inference import AttentionKind, AttentionOverride, Dtypes, Implementation, InferenceRequest
@@ -94,10 +95,21 @@ def topologies(spec: HardwareSpec) -> Callable[[int], roofline.Topology] | None:
 
 def inference_system(spec: HardwareSpec, ctx: EstimateContext, calibration: CalibrationUse | None) -> roofline.System:
     """The core's system of a profile with a request's options: its devices, their fabrics and power, and the
-    calibration's corrector (if any)."""
+    calibration's corrector (if any); without one, the shipped prediction intervals (a calibrated run carries none:
+    its ops' corrections are not the bands' residuals)."""
     power = spec.power.tdp_w if spec.power else None
     correct = calibration.corrector if calibration is not None else None
-    return roofline.System(to_core(spec, ctx), topologies(spec), power, correct)
+    intervals = interval_table() if correct is None else None
+    return roofline.System(to_core(spec, ctx), topologies(spec), power, correct, intervals)
+
+
+# How a run's interval is made (docs/model/intervals.md): every op at the same quantile of its band at once.
+RUN_INTERVAL = {
+    "quantiles": list(roofline.intervals.QUANTILES),
+    "method": "every op at its band's lower (upper) edge together: errors that move together, as a device's bias "
+    "does; collectives carry none",
+    "source": "leave-one-device-out residuals of the validation per op family and regime (python -m bench.intervals)",
+}
 
 
 @dataclass
@@ -199,17 +211,35 @@ def _phase(phase: roofline.PhaseEstimate) -> dict[str, Any]:
     total = phase.time_s
     return {
         "time_s": total,
+        "time_s_p10": phase.time_s_p10,
+        "time_s_p90": phase.time_s_p90,
         "raw_time_s": phase.raw_time_s,
         "communication_time_s": sum(phase.communication_s.values()),
         "ops": [
             {
                 "op": r.name, "calls_per_pass": r.calls, "flops": r.flops, "bytes": r.bytes, "time_s": r.time_s,
+                "time_s_p10": r.time_s_p10, "time_s_p90": r.time_s_p90,
                 "compute_time_s": r.compute_s, "memory_time_s": r.memory_s, "overhead_s": r.overhead_s,
                 "bound": r.bound, "share": r.time_s / total if total > 0 else 0.0, "raw_time_s": r.raw_time_s,
                 "calibration": row_calibration(r),
             }
             for r in phase.rows
         ],
+    }  # fmt: skip
+
+
+def _interval(est: roofline.InferenceEstimate, tokens: float) -> dict[str, float | None]:
+    """The run's totals at the ops' p10 and p90 (None each without an interval table); throughput's p10 is the
+    tokens over the p90 time."""
+    band, step = est.total_time_s_band, est.decode_mean_step_s_band
+    return {
+        "prefill_time_s_p10": est.prefill.time_s_p10, "prefill_time_s_p90": est.prefill.time_s_p90,
+        "time_per_output_token_s_p10": step[0] if step else None,
+        "time_per_output_token_s_p90": step[1] if step else None,
+        "decode_time_s_p10": est.decode.time_s_p10, "decode_time_s_p90": est.decode.time_s_p90,
+        "total_time_s_p10": band[0] if band else None, "total_time_s_p90": band[1] if band else None,
+        "throughput_tokens_per_s_p10": tokens / band[1] if band and band[1] > 0 else None,
+        "throughput_tokens_per_s_p90": tokens / band[0] if band and band[0] > 0 else None,
     }  # fmt: skip
 
 
@@ -261,6 +291,7 @@ def render_run(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
         "decode_time_s": est.decode.time_s,
         "total_time_s": total,
         "throughput_tokens_per_s": throughput,
+        **_interval(est, est.output_tokens * p.data),
         "memory": {
             "weights_bytes": mem.weights_bytes,
             "kv_cache_bytes": mem.kv_cache_bytes,
@@ -300,5 +331,6 @@ def render_run(p: Prepared, est: roofline.InferenceEstimate) -> dict[str, Any]:
             "fused": run.fused,
             "dtypes": vars(run.precision),
             "calibration": run_summary(p.calibration, {"prefill": est.prefill.rows, "decode": est.decode.rows}),
+            "interval": RUN_INTERVAL if est.total_time_s_band is not None else None,
         },
     }

@@ -16,18 +16,12 @@ import numpy as np
 import roofline
 from adapters._calibration import METHODS, Chosen, covering, group_of
 from roofline.calibration import Correction, Method
-from roofline.intervals import ANY, QUANTILES, Band, IntervalTable, regime
+from roofline.intervals import QUANTILES, Band, IntervalTable, family, regime
 from schemas.ops import Op
 
 TABLE_PATH = Path(__file__).with_name("intervals.json")
 SOURCE = "leave-one-device-out residuals of the validation (python -m bench.intervals)"
 CALIBRATED_SOURCE = "the applied calibration's own residuals, capped by the shipped band"
-
-# Op kinds with validation rows of their own (bench.intervals.FAMILIES); others take the pooled band of their regime.
-# Matmuls of their own validation families (bench.validate): quantised products by scheme, fp8 and fp32 inputs.
-_QUANTIZED_FAMILY = {"fp8_tensor": "gemm-fp8", "fp8_block": "gemm-fp8-block", "nvfp4": "gemm-fp4"}
-_NARROW_FAMILY = {"fp8": "gemm-fp8", "fp32": "gemm-fp32"}
-_OWN_FAMILY = ("moe", "matmul", "rmsnorm", "layernorm", "softmax", "activation", "elementwise", "rotary", "embedding")
 
 
 @functools.cache
@@ -38,16 +32,14 @@ def interval_table() -> IntervalTable:
 
 
 def interval_family(op: Op, q_len: float | None = None) -> str:
-    """The family an op's interval is taken from: its kind, attention split into prefill and decode (one query, or
-    `q_len` for a point of a sweep), `*` for kinds the validation has no rows of (their regime's pooled band)."""
+    """The family an op's interval is taken from (`roofline.intervals.family`): attention's decode is one query, or
+    `q_len` for a point of a sweep."""
     if op.kind == "attention":
         q = op.q_len if q_len is None else q_len
-        return "attention-decode" if q == 1 else "attention-prefill"
+        return family(op.kind, decode=q == 1)
     if op.kind == "matmul":
-        if op.quantization != "none":
-            return _QUANTIZED_FAMILY[str(op.quantization)]
-        return _NARROW_FAMILY.get(str(op.dtype), "matmul")
-    return op.kind if op.kind in _OWN_FAMILY else ANY
+        return family(op.kind, str(op.dtype), str(op.quantization))
+    return family(op.kind)
 
 
 def calibration_band(correction: Correction, shipped: Band) -> Band:
@@ -81,13 +73,14 @@ def with_interval(
         shape = np.shape(est.time_s)
         fam = np.broadcast_to(np.asarray(families), shape)
         reg = np.broadcast_to(np.asarray(regimes), shape)
-        low, high = np.ones(shape), np.ones(shape)
-        for f, g in {(str(f), str(g)) for f, g in zip(fam.ravel(), reg.ravel(), strict=True)}:
-            band = table.band(f, g)[1]
-            if correction is not None:
-                band = calibration_band(correction, band)
-            at = (fam == f) & (reg == g)
-            low[at], high[at] = min(band.low, 1.0), max(band.high, 1.0)
+        if correction is None:
+            low, high = table.factors(fam, reg)
+        else:
+            low, high = np.ones(shape), np.ones(shape)
+            for f, g in {(str(f), str(g)) for f, g in zip(fam.ravel(), reg.ravel(), strict=True)}:
+                band = calibration_band(correction, table.band(f, g)[1])
+                at = (fam == f) & (reg == g)
+                low[at], high[at] = min(band.low, 1.0), max(band.high, 1.0)
         p10, p90 = est.time_s * low, est.time_s * high
     extra = {**est.extra, "time_s_p10": p10, "time_s_p90": p90}
     return dataclasses.replace(est, extra=extra, assumptions={**est.assumptions, "interval": info})

@@ -127,6 +127,12 @@ def estimate_serving(
     return render_serving(body, model_name, hw_name, est, ready)
 
 
+SERVING_INTERVAL = (
+    "p10-p90 of the means and throughputs: every op at its band's edge together (leave-one-device-out residuals, "
+    "python -m bench.intervals), each iteration class at its mean mix, the simulated schedule held"
+)
+
+
 def render_serving(
     body: ServingRequest, model_name: str, hw_name: str, est: ServingEstimate, ready: roofline.serving.ServingRun
 ) -> dict[str, Any]:
@@ -134,6 +140,18 @@ def render_serving(
     if body.price_per_device_hour is not None and est.output_tokens_per_s > 0:
         per_s = body.price_per_device_hour * ready.devices / SECONDS_PER_HOUR
         cost = per_s / est.output_tokens_per_s * 1e6
+    band = est.band
+
+    def stats(dist: roofline.serving.Distribution, factors: tuple[float, float] | None) -> dict[str, Any]:
+        low, high = factors if factors is not None else (None, None)
+        return asdict(dist) | {
+            "mean_p10": dist.mean * low if low is not None else None,
+            "mean_p90": dist.mean * high if high is not None else None,
+        }
+
+    def rate(value: float, edge: int) -> float | None:  # a throughput's edge: over the other edge of the duration
+        return value / band.duration[1 - edge] if band is not None and band.duration[1 - edge] > 0 else None
+
     doc = {
         "model": model_name,
         "hardware": hw_name,
@@ -145,9 +163,13 @@ def render_serving(
         "output_tokens_per_s": est.output_tokens_per_s,
         "output_tokens_per_s_per_device": est.output_tokens_per_s_per_device,
         "output_tokens_per_s_per_user": est.output_tokens_per_s_per_user,
-        "ttft_s": asdict(est.ttft_s),
-        "tpot_s": asdict(est.tpot_s),
-        "e2e_s": asdict(est.e2e_s),
+        "requests_per_s_p10": rate(est.requests_per_s, 0),
+        "requests_per_s_p90": rate(est.requests_per_s, 1),
+        "output_tokens_per_s_p10": rate(est.output_tokens_per_s, 0),
+        "output_tokens_per_s_p90": rate(est.output_tokens_per_s, 1),
+        "ttft_s": stats(est.ttft_s, band.ttft if band else None),
+        "tpot_s": stats(est.tpot_s, band.tpot if band else None),
+        "e2e_s": stats(est.e2e_s, band.e2e if band else None),
         "queue_s": asdict(est.queue_s),
         "mean_in_system": est.mean_in_system,
         "mean_batch": est.mean_batch,
@@ -166,6 +188,7 @@ def render_serving(
             "timing": "kernel time as CUDA-graph replay unless cuda_graphs is false",
             "kv_transfer_s_per_prompt_token": ready.transfer_s if ready.transfer_s is not None else 0.0,
             "statistics": "over every simulated request, ramp-up and drain included",
+            "interval": SERVING_INTERVAL if band is not None else "none",
         },
         "series": None,
     }

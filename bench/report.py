@@ -148,6 +148,8 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
             "tpot": _r(v["tpot"]), "tpot_bias": _r(v["tpot_bias"]), "ttft": _r(v["ttft"]),
             "ttft_bias": _r(v["ttft_bias"]), "static_tpot": _r(v["static_tpot"]), "static_ttft": _r(v["static_ttft"]),
             "throughput": None, "throughput_bias": None, "static_throughput": None,
+            "tpot_coverage": _r(v["tpot_coverage"]), "ttft_coverage": _r(v["ttft_coverage"]),
+            "static_tpot_coverage": _r(v["static_tpot_coverage"]), "throughput_coverage": None,
         }  # fmt: skip
     for name, v in summary["overview"].items():
         serving[f"overview/{name}"] = {
@@ -155,6 +157,8 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
             "tpot": None, "tpot_bias": None, "ttft": None, "ttft_bias": None,
             "static_tpot": None, "static_ttft": None,
             "throughput": _r(v["throughput"]), "throughput_bias": _r(v["bias"]), "static_throughput": _r(v["static"]),
+            "tpot_coverage": None, "ttft_coverage": None, "static_tpot_coverage": None,
+            "throughput_coverage": _r(v["coverage"]),
         }  # fmt: skip
     serving_skipped = {"silicon": len(skipped), "overview": len(skipped_o)}
     # Leave one device out and the prediction intervals' coverage: computed by `python -m bench.intervals` (one run
@@ -441,16 +445,32 @@ def _serving(base: dict[str, Any]) -> Iterator[str]:
             f"| {_pct(r['ttft_bias'], True)} | {_pct(r['static_tpot'])} | {_pct(r['static_ttft'])} | {met} |"
         )
     yield ""
+    yield (
+        "Prediction intervals ([model/intervals.md](model/intervals.md#runs-and-serving)): the share of rows whose "
+        "measured mean falls inside the simulation's p10-p90 (TPOT, TTFT), and inside the static model's per-token "
+        "interval (`time_per_output_token_s_p10` … `_p90`). About 80 % is the aim."
+    )
+    yield ""
+    yield "| mode and backend | rows | TPOT inside | TTFT inside | static TPOT inside |"
+    yield "| --- | ---: | ---: | ---: | ---: |"
+    for r in base["serving"].values():
+        if r["table"] == "silicon":
+            yield (
+                f"| {r['group']} | {r['count']:,} | {_pct(r['tpot_coverage'])} | {_pct(r['ttft_coverage'])} "
+                f"| {_pct(r['static_tpot_coverage'])} |"
+            )
+    yield ""
     yield "TensorRT-LLM's max throughput (`trtllm-bench`, every request queued at once), per GPU:"
     yield ""
-    yield "| GPU | rows | error | bias | static | |"
-    yield "| --- | ---: | ---: | ---: | ---: | --- |"
+    yield "| GPU | rows | error | bias | static | inside p10-p90 | |"
+    yield "| --- | ---: | ---: | ---: | ---: | ---: | --- |"
     for r in base["serving"].values():
         if r["table"] != "overview":
             continue
         yield (
             f"| {r['group']} | {r['count']:,} | {_pct(r['throughput'])} | {_pct(r['throughput_bias'], True)} "
-            f"| {_pct(r['static_throughput'])} | {_met(r['throughput'], targets['throughput'])} |"
+            f"| {_pct(r['static_throughput'])} | {_pct(r['throughput_coverage'])} "
+            f"| {_met(r['throughput'], targets['throughput'])} |"
         )
     yield ""
 

@@ -133,11 +133,17 @@ def _simulate(front: EngineSpec, back: EngineSpec | None, isl: int, osl: int, co
         raise Unexpressible(f"engine: {err}") from None
 
 
-def _static(front: EngineSpec, isl: int, osl: int, batch: int) -> tuple[float, float]:
-    """The static model: the batch prefilled together (time to first token), its mean decode step."""
+def _static(front: EngineSpec, isl: int, osl: int, batch: int) -> tuple[float, float, tuple[float, float] | None]:
+    """The static model: the batch prefilled together (time to first token), its mean decode step and that step's
+    prediction interval."""
     run = replace(front.run, workload=roofline.Workload.uniform(max(1, batch), isl, osl))
     est = roofline.estimate_inference(run)
-    return est.prefill.time_s, est.decode_mean_step_s or 0.0
+    return est.prefill.time_s, est.decode_mean_step_s or 0.0, est.decode_mean_step_s_band
+
+
+def _inside(value: float, mean: float, factors: tuple[float, float] | None) -> bool | None:
+    """Whether a measured value falls in an estimate's p10-p90 (factors on its mean); None without an interval."""
+    return None if factors is None else mean * factors[0] <= value <= mean * factors[1]
 
 
 def agg_layout(row: dict[str, str]) -> tuple[int, int, int]:
@@ -210,7 +216,7 @@ def silicon_rows(root: Path, limit: int | None = None) -> tuple[list[dict[str, A
                                _int(row["decode_num_workers"]))  # fmt: skip
             est = _simulate(front, back, isl, osl, c, max(4 * c, 64))
             engines = front.replicas * front.run.parallelism.data
-            s_ttft, s_tpot = _static(back or front, isl, osl, -(-c // engines))
+            s_ttft, s_tpot, s_band = _static(back or front, isl, osl, -(-c // engines))
         except Unexpressible as why:
             skipped.append({"id": row["id"], "model": row["model_path"], "why": str(why)})
             continue
@@ -221,6 +227,9 @@ def silicon_rows(root: Path, limit: int | None = None) -> tuple[list[dict[str, A
             "ttft_s": ttft, "tpot_s": tpot, "pred_ttft_s": est.ttft_s.mean, "pred_tpot_s": est.tpot_s.mean,
             "ttft_error": est.ttft_s.mean / ttft - 1.0, "tpot_error": est.tpot_s.mean / tpot - 1.0,
             "static_ttft_error": s_ttft / ttft - 1.0, "static_tpot_error": s_tpot / tpot - 1.0,
+            "tpot_inside": _inside(tpot, est.tpot_s.mean, est.band.tpot if est.band else None),
+            "ttft_inside": _inside(ttft, est.ttft_s.mean, est.band.ttft if est.band else None),
+            "static_tpot_inside": _inside(tpot, s_tpot, (s_band[0] / s_tpot, s_band[1] / s_tpot) if s_band else None),
         })  # fmt: skip
     return rows, skipped
 
@@ -239,19 +248,28 @@ def overview_rows(root: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]
             kv = front.run  # the static model at the largest batch that fits
             batch = roofline.estimate_inference(replace(kv, workload=roofline.Workload.uniform(1, isl, osl)))
             b = max(1, min(n, batch.max_batch_that_fits))
-            s_ttft, s_tpot = _static(front, isl, osl, b)
+            s_ttft, s_tpot, _ = _static(front, isl, osl, b)
             static_tps = b * osl / (s_ttft + s_tpot * (osl - 1))
         except Unexpressible as why:
             skipped.append({"id": f"{row['model']} {row['gpu']} tp{tp} pp{pp} {isl}/{osl}", "model": row["model"],
                             "why": str(why)})  # fmt: skip
             continue
         measured = float(row["output_tokens_per_s"])
+        band = est.band.duration if est.band else None
+        rate = (1.0 / band[1], 1.0 / band[0]) if band else None  # a throughput's edges: over the duration's
         rows.append({
             "model": row["model"], "gpu": row["gpu"], "tensor": tp, "pipeline": pp, "precision": row["precision"],
             "isl": isl, "osl": osl, "measured": measured, "predicted": est.output_tokens_per_s,
             "error": est.output_tokens_per_s / measured - 1.0, "static_error": static_tps / measured - 1.0,
+            "inside": _inside(measured, est.output_tokens_per_s, rate),
         })  # fmt: skip
     return rows, skipped
+
+
+def _coverage(flags: list[bool | None]) -> float:
+    """The share of rows whose measurement fell inside the estimate's p10-p90 (NaN when none has an interval)."""
+    known = [f for f in flags if f is not None]
+    return sum(known) / len(known) if known else float("nan")
 
 
 def _median(values: list[float]) -> float:
@@ -275,6 +293,9 @@ def summary(silicon: list[dict[str, Any]], overview: list[dict[str, Any]]) -> di
             "ttft": _median([r["ttft_error"] for r in rs]), "ttft_bias": _bias([r["ttft_error"] for r in rs]),
             "static_tpot": _median([r["static_tpot_error"] for r in rs]),
             "static_ttft": _median([r["static_ttft_error"] for r in rs]),
+            "tpot_coverage": _coverage([r["tpot_inside"] for r in rs]),
+            "ttft_coverage": _coverage([r["ttft_inside"] for r in rs]),
+            "static_tpot_coverage": _coverage([r["static_tpot_inside"] for r in rs]),
         }  # fmt: skip
     by_gpu: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in overview:
@@ -284,6 +305,7 @@ def summary(silicon: list[dict[str, Any]], overview: list[dict[str, Any]]) -> di
         out["overview"][name] = {
             "rows": len(rs), "throughput": _median([r["error"] for r in rs]),
             "bias": _bias([r["error"] for r in rs]), "static": _median([r["static_error"] for r in rs]),
+            "coverage": _coverage([r["inside"] for r in rs]),
         }  # fmt: skip
     return out
 
@@ -312,9 +334,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:28} {s['rows']:5d} {s['tpot']:7.1%} {s['tpot_bias']:+7.1%} {s['ttft']:7.1%} "
               f"{s['ttft_bias']:+7.1%}   {s['static_tpot']:11.1%} {s['static_ttft']:11.1%}")  # fmt: skip
     print(f"targets: TPOT ≤ {TARGETS['tpot']:.0%}, TTFT ≤ {TARGETS['ttft']:.0%} median per mode and backend")
-    print(f"\n{'trtllm max throughput':28} {'rows':>5} {'error':>7} {'bias':>7}   {'static':>7}")
+    print(f"\n{'p10-p90 coverage':28} {'rows':>5} {'TPOT':>7} {'TTFT':>7}   {'static TPOT':>11}")
+    for name, s in result["silicon"].items():
+        print(f"{name:28} {s['rows']:5d} {s['tpot_coverage']:7.1%} {s['ttft_coverage']:7.1%}   "
+              f"{s['static_tpot_coverage']:11.1%}")  # fmt: skip
+    print(f"\n{'trtllm max throughput':28} {'rows':>5} {'error':>7} {'bias':>7}   {'static':>7} {'p10-p90':>8}")
     for name, s in result["overview"].items():
-        print(f"{name:28} {s['rows']:5d} {s['throughput']:7.1%} {s['bias']:+7.1%}   {s['static']:7.1%}")
+        print(f"{name:28} {s['rows']:5d} {s['throughput']:7.1%} {s['bias']:+7.1%}   {s['static']:7.1%} "
+              f"{s['coverage']:8.1%}")  # fmt: skip
     print(f"\nnot expressible: {len(skipped)} silicon rows, {len(skipped_o)} overview rows")
     for reason, count in result["skipped_reasons"].items():
         print(f"  {count:5d}  {reason}")

@@ -34,6 +34,7 @@ __all__ = [
     "Band",
     "IntervalTable",
     "band_of",
+    "family",
     "regime",
     "weighted_quantiles",
 ]
@@ -48,6 +49,25 @@ MIN_ROWS = 50  # a (family, regime) cell with fewer rows falls back to its famil
 # is held out): it is widened to contain the band of its regime over every family (`IntervalTable.band`).
 MIN_DEVICES = 3
 ANY = "*"
+
+# The validation's families as an op names them (bench.intervals.FAMILIES): quantised products by scheme, narrow
+# and fp32 inputs; the kinds with rows of their own; everything else takes the pooled band of its regime (`ANY`).
+_QUANTIZED_FAMILY = {"fp8_tensor": "gemm-fp8", "fp8_block": "gemm-fp8-block", "nvfp4": "gemm-fp4"}
+_NARROW_FAMILY = {"fp8": "gemm-fp8", "fp4": "gemm-fp4", "fp32": "gemm-fp32"}
+_OWN_FAMILY = ("moe", "matmul", "rmsnorm", "layernorm", "softmax", "activation", "elementwise", "rotary", "embedding")
+
+
+def family(kind: str, dtype: str = "bf16", quantization: str = "none", decode: bool = False) -> str:
+    """The family an op's interval is taken from: its kind; a matmul by its quantisation scheme or its input type
+    (a plain fp4 product is NVFP4's class); attention split into `attention-decode` (one query) and
+    `attention-prefill`; `ANY` for kinds the validation has no rows of."""
+    if kind == "attention":
+        return "attention-decode" if decode else "attention-prefill"
+    if kind == "matmul":
+        if quantization != "none":
+            return _QUANTIZED_FAMILY[quantization]
+        return _NARROW_FAMILY.get(dtype, "matmul")
+    return kind if kind in _OWN_FAMILY else ANY
 
 
 def regime(time_s: Any, overhead_s: Any, compute_s: Any, memory_s: Any) -> Any:
@@ -146,6 +166,22 @@ class IntervalTable:
                             return f"{key}+{wider_key}", merged
                 return key, found
         raise KeyError(f"no band for {family}/{regime}: the table has no pooled band")
+
+    def factors(self, families: Any, regimes: Any) -> tuple[Array, Array]:
+        """Per point, the factors p10 / t and p90 / t (≤ 1 and ≥ 1: the interval holds t) of the points' bands;
+        `families` and `regimes` broadcast to one shape."""
+        fam, reg = np.broadcast_arrays(np.asarray(families), np.asarray(regimes))
+        low, high = np.ones(fam.shape), np.ones(fam.shape)
+        left = np.ones(fam.shape, dtype=bool)
+        while left.any():  # one family at a time (a call has one or two), each regime by a mask: no per-point loop
+            f = str(fam[left].flat[0])
+            of_f = left & (fam == f)
+            for g in {str(r) for r in np.unique(reg[of_f])}:
+                band = self.band(f, g)[1]
+                at = of_f & (reg == g)
+                low[at], high[at] = min(band.low, 1.0), max(band.high, 1.0)
+            left &= ~of_f
+        return low, high
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -261,6 +261,13 @@ class OpBound(StrEnum):
     idle = "idle"
 
 
+_P10 = (
+    "The time with every op at the 10th percentile of its family's leave-one-device-out residuals (with the 90th: "
+    "the prediction interval, docs/model/intervals.md); null with options.calibration."
+)
+_P90 = "The time with every op at the 90th percentile of its family's residuals; null with options.calibration."
+
+
 class OpBreakdown(BaseModel):
     """One op of a phase on one device, summed over layers (and decode steps)."""
 
@@ -269,6 +276,8 @@ class OpBreakdown(BaseModel):
     flops: float
     bytes: float = Field(description="Device-memory traffic (for a collective: the messages).")
     time_s: float
+    time_s_p10: float | None = Field(default=None, description=_P10)
+    time_s_p90: float | None = Field(default=None, description=_P90)
     compute_time_s: float
     memory_time_s: float
     overhead_s: float
@@ -286,6 +295,8 @@ class OpBreakdown(BaseModel):
 
 class PhaseRead(BaseModel):
     time_s: float
+    time_s_p10: float | None = Field(default=None, description=_P10)
+    time_s_p90: float | None = Field(default=None, description=_P90)
     raw_time_s: float | None = Field(
         default=None, description="With options.calibration: the phase's time under the physical model."
     )
@@ -353,6 +364,20 @@ class InferenceRead(BaseModel):
     decode_time_s: float
     total_time_s: float
     throughput_tokens_per_s: float = Field(description="Output tokens per second over all replicas.")
+    prefill_time_s_p10: float | None = Field(default=None, description=_P10)
+    prefill_time_s_p90: float | None = Field(default=None, description=_P90)
+    time_per_output_token_s_p10: float | None = Field(default=None, description=_P10)
+    time_per_output_token_s_p90: float | None = Field(default=None, description=_P90)
+    decode_time_s_p10: float | None = Field(default=None, description=_P10)
+    decode_time_s_p90: float | None = Field(default=None, description=_P90)
+    total_time_s_p10: float | None = Field(default=None, description=_P10)
+    total_time_s_p90: float | None = Field(default=None, description=_P90)
+    throughput_tokens_per_s_p10: float | None = Field(
+        default=None, description="Output tokens over total_time_s_p90: the low end of the throughput's interval."
+    )
+    throughput_tokens_per_s_p90: float | None = Field(
+        default=None, description="Output tokens over total_time_s_p10: the high end of the throughput's interval."
+    )
     memory: MemoryRead
     max_batch_that_fits: int = Field(description="Requests shaped like the longest one that fit on the devices.")
     communication_time_s: float

@@ -201,10 +201,16 @@ class ServingRequest(EstimateContext, PlainPaths):
 
 
 class Stats(BaseModel):
+    """Over the simulated requests: their mean and percentiles; `mean_p10` … `mean_p90` the mean's prediction
+    interval for time to first token, per output token and end to end (every op at its band's edge together,
+    docs/model/intervals.md; null for the queue)."""
+
     mean: float
     p50: float
     p90: float
     p99: float
+    mean_p10: float | None = None
+    mean_p90: float | None = None
 
 
 class SeriesPoint(BaseModel):
@@ -226,6 +232,14 @@ class ServingRead(BaseModel):
     output_tokens_per_s: float
     output_tokens_per_s_per_device: float
     output_tokens_per_s_per_user: float = Field(description="Mean over requests of 1 / their time per output token.")
+    requests_per_s_p10: float | None = Field(
+        default=None, description="The low end of requests_per_s's prediction interval."
+    )
+    requests_per_s_p90: float | None = Field(default=None, description="Its high end.")
+    output_tokens_per_s_p10: float | None = Field(
+        default=None, description="The low end of output_tokens_per_s's prediction interval."
+    )
+    output_tokens_per_s_p90: float | None = Field(default=None, description="Its high end.")
     ttft_s: Stats = Field(description="Time to first token: arrival to the end of the prompt's last chunk.")
     tpot_s: Stats = Field(description="Time per output token after the first, per request.")
     e2e_s: Stats

@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 from roofline._hardware import Hardware, dtype_bytes
 from roofline._num import Array
 from roofline.collectives import Topology
+from roofline.intervals import IntervalTable
 
 IntArray = NDArray[np.int64]
 
@@ -166,13 +167,15 @@ Corrector = Callable[[OpGroup], Corrected]
 @dataclass(frozen=True)
 class System:
     """Devices of one kind: the device, the collective topology a group of n of them uses (`roofline.collectives`:
-    the service builds it from the profile's fabrics), the device's board power in watts, and an optional
-    correction of every op's and collective's modelled time (`Corrector`)."""
+    the service builds it from the profile's fabrics), the device's board power in watts, an optional
+    correction of every op's and collective's modelled time (`Corrector`), and an optional table of prediction
+    intervals (`roofline.intervals`): with it, every op's time carries its family's band and the phases their sums."""
 
     hardware: Hardware
     topology: Callable[[int], Topology] | None = None
     power_w: float | None = None
     correct: Corrector | None = None
+    intervals: IntervalTable | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from roofline._kernels import Kernel, single
 from roofline._num import Array
 from roofline.collectives import Topology, collective
 from roofline.inference._config import Corrector, InferenceConfigError, IntArray, OpGroup, System
+from roofline.intervals import IntervalTable, family, regime
 from roofline.ops import activation, attention, elementwise, embedding, layernorm, matmul, moe, rotary, softmax
 
 _OPS: dict[str, Callable[..., list[Kernel]]] = {
@@ -28,8 +29,10 @@ _OPS: dict[str, Callable[..., list[Kernel]]] = {
     "rotary": rotary,
     "embedding": embedding,
 }
-TERMS = ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s", "raw_time_s")
-TIME, RAW_TIME = 5, 6  # rows of a result: the (corrected) time, and the model's own
+TERMS = ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s", "raw_time_s", "time_s_p10", "time_s_p90")
+# Rows of a result: the (corrected) time, the model's own, and the (corrected) time at its band's lower and upper
+# quantiles (equal to the time without an interval table, and for collectives, which have no band).
+TIME, RAW_TIME, P10, P90 = 5, 6, 7, 8
 
 
 class Call:
@@ -37,8 +40,8 @@ class Call:
     Calls with equal `key` are evaluated together."""
 
     __slots__ = (
-        "adjust", "correct", "hw", "index", "key", "label", "method", "op", "points", "result", "sizes", "static",
-        "vector_dtype",
+        "adjust", "correct", "hw", "index", "intervals", "key", "label", "method", "op", "points", "result", "sizes",
+        "static", "vector_dtype",
     )  # fmt: skip
 
     def __init__(
@@ -51,11 +54,12 @@ class Call:
         vector_dtype: str,
         adjust: tuple[tuple[str, float], ...] = (),
         correct: Corrector | None = None,
+        intervals: IntervalTable | None = None,
     ) -> None:
         self.hw, self.op, self.static, self.sizes, self.index = hw, op, static, sizes, index
-        self.vector_dtype, self.adjust, self.correct = vector_dtype, adjust, correct
+        self.vector_dtype, self.adjust, self.correct, self.intervals = vector_dtype, adjust, correct, intervals
         self.points = len(next(iter(sizes.values())))
-        self.key = (id(hw), op, static, adjust, vector_dtype, tuple(sizes), id(correct))
+        self.key = (id(hw), op, static, adjust, vector_dtype, tuple(sizes), id(correct), id(intervals))
         self.result: Array = _NO_RESULT  # TERMS × points, once evaluated
         self.method: IntArray = _NO_METHOD  # per point, once evaluated: how a corrector made its time (0: none)
         self.label = ""
@@ -63,6 +67,16 @@ class Call:
 
 _NO_RESULT: Array = np.zeros((len(TERMS), 0))
 _NO_METHOD: IntArray = np.zeros(0, dtype=np.int64)
+
+
+def families(op: str, static: dict[str, Any], sizes: dict[str, Array]) -> Any:
+    """The interval family (`roofline.intervals.family`) of an op at each of its points: attention's by its query
+    length, a layernorm with `rms` is an RMSNorm."""
+    if op == "attention":
+        return np.where(sizes["q_len"] == 1, family(op, decode=True), family(op))
+    if op == "layernorm" and static.get("rms"):
+        return family("rmsnorm")
+    return family(op, str(static.get("dtype", "bf16")), str(static.get("quantization", "none")))
 
 
 def _apply(kernels: list[Kernel], adjust: tuple[tuple[str, float], ...]) -> None:
@@ -97,7 +111,7 @@ class CollectiveCall:
     label: str = ""
 
     def seconds(self, term: int) -> Array:
-        return self.time_s if term == TIME else self.raw_time_s
+        return self.raw_time_s if term == RAW_TIME else self.time_s
 
 
 class Evaluator:
@@ -175,12 +189,19 @@ class Evaluator:
             # 16-bit elementwise math runs in fp32 (opmath; adapters.evaluate): the fp32 vector rate.
             est = single(kernels, first.hw, first.hw.vector_peak("fp32"), first.hw.launch_s)
             terms = (est.flops, est.bytes, est.compute_s, est.memory_s, est.overhead_s, est.time_s, est.time_s)
-            values = np.stack(terms).astype(np.float64)
+            values = np.empty((len(TERMS), np.size(est.time_s)))
+            values[:P10] = np.stack(np.broadcast_arrays(*terms))
             how, label = np.zeros(values.shape[1], dtype=np.int64), ""
             if first.correct is not None:
                 work = values[TIME] - values[4]
                 fixed = first.correct(OpGroup(first.op, dict(first.static), sizes, work, values[RAW_TIME].copy()))
                 values[TIME], how, label = fixed.time_s, fixed.method, fixed.label
+            values[P10] = values[P90] = values[TIME]
+            if first.intervals is not None:  # the band of the physical model's regime (adapters.with_interval)
+                where = regime(values[RAW_TIME], values[4], values[2], values[3])
+                low, high = first.intervals.factors(families(first.op, dict(first.static), sizes), where)
+                values[P10] *= low
+                values[P90] *= high
             start = 0
             for c in calls:
                 stop = start + c.points

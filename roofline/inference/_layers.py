@@ -108,10 +108,9 @@ class LayerOps:
     ) -> Call:  # fmt: skip
         """Register one op (a `roofline.ops` function's keyword arguments) at the pass's points."""
         items = tuple(sorted(static.items()))
-        run = self.run
-        return self.ev.add(
-            Call(run.system.hardware, op, items, sizes, index, run.precision.activations, adjust, run.system.correct)
-        )
+        sys_ = self.run.system
+        act = self.run.precision.activations
+        return self.ev.add(Call(sys_.hardware, op, items, sizes, index, act, adjust, sys_.correct, sys_.intervals))
 
     def linear(
         self, name: str, n: Array | float, k: Array | float, count: float, epilogue: tuple[str, ...] = (),

@@ -9,7 +9,7 @@ import numpy as np
 
 from roofline._num import Array
 from roofline.inference._config import IntArray
-from roofline.inference._evaluation import RAW_TIME, TERMS, TIME, Call, CollectiveCall
+from roofline.inference._evaluation import P10, P90, RAW_TIME, TERMS, TIME, Call, CollectiveCall
 from roofline.inference._results import OpRow
 
 
@@ -31,13 +31,21 @@ class Pass:
     sum_points: bool = False
     rows: dict[str, list[_Entry]] = field(default_factory=dict)
     comm: dict[str, tuple[CollectiveCall, IntArray, float]] = field(default_factory=dict)  # name → (op, index, calls)
+    _totals: dict[str, tuple[Array, float]] | None = field(default=None, repr=False)
 
     def add(self, name: str, call: Call, count: float, point_weight: Array | None = None) -> None:
         if count > 0:
             self.rows.setdefault(name, []).append(_Entry(call, count, point_weight))
+            self._totals = None
 
     def totals(self) -> dict[str, tuple[Array, float]]:
-        """Per row: its `TERMS` per forward pass at each sample (a TERMS × samples matrix) and its calls per pass."""
+        """Per row: its `TERMS` per forward pass at each sample (a TERMS × samples matrix) and its calls per pass;
+        made once, after the evaluator has run (the matrices are shared: read, never write them)."""
+        if self._totals is None:
+            self._totals = self._sum()
+        return self._totals
+
+    def _sum(self) -> dict[str, tuple[Array, float]]:
         out: dict[str, tuple[Array, float]] = {}
         for name, entries in self.rows.items():
             acc = np.zeros((len(TERMS), self.samples))
@@ -54,6 +62,7 @@ class Pass:
             acc = np.zeros((len(TERMS), self.samples))
             acc[1], acc[TIME] = calls * coll.message_bytes[index], calls * coll.time_s[index]
             acc[RAW_TIME] = calls * coll.raw_time_s[index]
+            acc[P10] = acc[P90] = acc[TIME]  # collectives carry no band (docs/model/intervals.md)
             out[name] = (acc, calls)
         return out
 
@@ -78,9 +87,14 @@ def pass_time(totals: dict[str, tuple[Array, float]], term: int = TIME) -> Array
     return out
 
 
-def timeline_row(name: str, calls: float, bytes_: float, time_s: float, raw_time_s: float | None = None) -> OpRow:
-    """A row of the pipeline's timeline that no kernel makes: the sends between stages, the bubble."""
-    return OpRow(name, calls, 0.0, bytes_, 0.0, 0.0, 0.0, time_s, raw_time_s)
+def timeline_row(
+    name: str, calls: float, bytes_: float, time_s: float, raw_time_s: float | None = None,
+    band: tuple[float, float] | None = None,
+) -> OpRow:  # fmt: skip
+    """A row of the pipeline's timeline that no kernel makes: the sends between stages, the bubble; `band` its time
+    at the ops' p10 and p90."""
+    p10, p90 = band if band is not None else (None, None)
+    return OpRow(name, calls, 0.0, bytes_, 0.0, 0.0, 0.0, time_s, raw_time_s, (), p10, p90)
 
 
 def op_rows(
@@ -89,14 +103,17 @@ def op_rows(
     weights: Array,
     corrections: dict[str, tuple[tuple[str, int], ...]],
     corrected: bool,
+    banded: bool = False,
 ) -> list[OpRow]:
     """Rows of a phase: per-pass figures at each sample, times the passes a device runs per sample (`scale`),
-    summed over the samples with their weights."""
+    summed over the samples with their weights; `banded`: with their times at the ops' p10 and p90."""
     rows = []
     for name, (values, calls) in totals.items():
-        flops, bytes_, compute, memory, overhead, time, raw = ((values * scale) @ weights).tolist()
+        flops, bytes_, compute, memory, overhead, time, raw, p10, p90 = ((values * scale) @ weights).tolist()
         how = corrections.get(name, ())
-        rows.append(OpRow(name, calls, flops, bytes_, compute, memory, overhead, time, raw if corrected else None, how))
+        band = (p10, p90) if banded else (None, None)
+        raw_ = raw if corrected else None
+        rows.append(OpRow(name, calls, flops, bytes_, compute, memory, overhead, time, raw_, how, *band))
     return rows
 
 

@@ -26,6 +26,9 @@ class OpRow:
     raw_time_s: float | None = None  # the model's time before a correction (None: no corrector)
     # What corrected it: distinct (label, `roofline.calibration.Method`) over the points the row sums.
     corrections: tuple[tuple[str, int], ...] = ()
+    # The time at its ops' prediction bands, summed (None: the run was estimated without an interval table).
+    time_s_p10: float | None = None
+    time_s_p90: float | None = None
 
     @property
     def bound(self) -> str:
@@ -43,6 +46,10 @@ class PhaseEstimate:
     rows: list[OpRow]
     communication_s: dict[str, float]  # tensor_parallel, pipeline, expert
     raw_time_s: float | None = None  # before corrections (None: no corrector)
+    # The phase's time with every op at the lower (upper) edge of its prediction band: the interval of errors that
+    # move together (None: estimated without an interval table).
+    time_s_p10: float | None = None
+    time_s_p90: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,22 @@ class InferenceEstimate:
     @property
     def total_time_s(self) -> float:
         return self.prefill.time_s + self.decode.time_s
+
+    @property
+    def total_time_s_band(self) -> tuple[float, float] | None:
+        """The run's time with every op at its band's p10 and p90 (None: estimated without an interval table)."""
+        pre, dec = self.prefill, self.decode
+        if pre.time_s_p10 is None or pre.time_s_p90 is None or dec.time_s_p10 is None or dec.time_s_p90 is None:
+            return None
+        return pre.time_s_p10 + dec.time_s_p10, pre.time_s_p90 + dec.time_s_p90
+
+    @property
+    def decode_mean_step_s_band(self) -> tuple[float, float] | None:
+        """The mean decode step at the ops' p10 and p90 (None: no decode steps, or no interval table)."""
+        dec = self.decode
+        if not self.decode_steps or dec.time_s_p10 is None or dec.time_s_p90 is None:
+            return None
+        return dec.time_s_p10 / self.decode_steps, dec.time_s_p90 / self.decode_steps
 
     @property
     def communication_s(self) -> float:

@@ -13,7 +13,7 @@ from roofline._hardware import dtype_bytes
 from roofline._num import Array
 from roofline.inference._config import InferenceConfigError, InferenceRun, IntArray, validate_inference
 from roofline.inference._decode import active_requests, linear_weights, sample_steps
-from roofline.inference._evaluation import RAW_TIME, TIME, Evaluator
+from roofline.inference._evaluation import P10, P90, RAW_TIME, TIME, Evaluator
 from roofline.inference._layers import LayerOps
 from roofline.inference._memory import (
     activation_bytes_per_sequence,
@@ -129,18 +129,25 @@ class RunPlan:
     def _prefill(self) -> PhaseEstimate:
         p, mb = self.run.parallelism.pipeline, float(self.micro)
         corrected = self.run.system.correct is not None
+        banded = self.run.system.intervals is not None
         pre = self.prefill.totals()
         send_bytes = np.array([self.prompt_total / mb]) * self.hidden_bytes
         prefill_time, pre_send, pre_idle = self._prefill_timeline(pre, TIME)
         raw_pre = self._prefill_timeline(pre, RAW_TIME) if corrected else None
-        rows = op_rows(pre, np.array([mb / p]), np.ones(1), self.prefill.corrections(), corrected)
+        low, high = (self._prefill_timeline(pre, P10), self._prefill_timeline(pre, P90)) if banded else (None, None)
+        rows = op_rows(pre, np.array([mb / p]), np.ones(1), self.prefill.corrections(), corrected, banded)
         comm = communication(pre, np.array([mb / p]), np.ones(1))
         if p > 1:
             comm["pipeline"] = pre_send
             raw_send, raw_idle = (raw_pre[1], raw_pre[2]) if raw_pre else (None, None)
-            rows.append(timeline_row("pipeline_send", p - 1.0, float((p - 1) * send_bytes[0]), pre_send, raw_send))
-            rows.append(timeline_row(PIPELINE_BUBBLE, 0.0, 0.0, pre_idle, raw_idle))
-        return PhaseEstimate(prefill_time, rows, comm, raw_pre[0] if raw_pre else None)
+            send_band, idle_band = ((low[1], high[1]), (low[2], high[2])) if low and high else (None, None)
+            rows.append(timeline_row("pipeline_send", p - 1.0, float((p - 1) * send_bytes[0]), pre_send, raw_send,
+                                     send_band))  # fmt: skip
+            rows.append(timeline_row(PIPELINE_BUBBLE, 0.0, 0.0, pre_idle, raw_idle, idle_band))
+        return PhaseEstimate(
+            prefill_time, rows, comm, raw_pre[0] if raw_pre else None, low[0] if low else None,
+            high[0] if high else None,
+        )  # fmt: skip
 
     def _decode_timeline(self, dec: dict[str, tuple[Array, float]], term: int) -> tuple[Array, float, float]:
         """(time of each sampled step, pipeline sends, bubble) from the op times of row `term`. Every step advances
@@ -158,28 +165,34 @@ class RunPlan:
         """The decode phase, and its first, mean and last step's time (None without decode steps)."""
         p = self.run.parallelism.pipeline
         corrected = self.run.system.correct is not None
+        banded = self.run.system.intervals is not None
         first = mean = last = None
         rows: list[OpRow] = []
         comm = {"tensor_parallel": 0.0, "pipeline": 0.0, "expert": 0.0}
         decode_time = 0.0
         raw_decode: float | None = 0.0 if corrected else None
+        band: tuple[float, float] | None = (0.0, 0.0) if banded else None
         if self.steps > 0:
             dec = self.decode.totals()
             mk, w = self.micro_k, self.weights
             step, dec_send, dec_idle = self._decode_timeline(dec, TIME)
             raw_dec = self._decode_timeline(dec, RAW_TIME) if corrected else None
+            low, high = (self._decode_timeline(dec, P10), self._decode_timeline(dec, P90)) if banded else (None, None)
             decode_time = float(w @ step)
             raw_decode = float(w @ raw_dec[0]) if raw_dec else None
+            band = (float(w @ low[0]), float(w @ high[0])) if low and high else None
             first, last, mean = float(step[0]), float(step[-1]), decode_time / self.steps
-            rows = op_rows(dec, mk / p, w, self.decode.corrections(), corrected)
+            rows = op_rows(dec, mk / p, w, self.decode.corrections(), corrected, banded)
             comm = communication(dec, mk / p, w)
             if p > 1:
                 comm["pipeline"] = dec_send
                 raw_send, raw_idle = (raw_dec[1], raw_dec[2]) if raw_dec else (None, None)
+                send_band, idle_band = ((low[1], high[1]), (low[2], high[2])) if low and high else (None, None)
                 send_total = float(w @ (p * self.step_bytes))
-                rows.append(timeline_row("pipeline_send", float(p), send_total, dec_send, raw_send))
-                rows.append(timeline_row(PIPELINE_BUBBLE, 0.0, 0.0, dec_idle, raw_idle))
-        return PhaseEstimate(decode_time, rows, comm, raw_decode), first, mean, last
+                rows.append(timeline_row("pipeline_send", float(p), send_total, dec_send, raw_send, send_band))
+                rows.append(timeline_row(PIPELINE_BUBBLE, 0.0, 0.0, dec_idle, raw_idle, idle_band))
+        p10, p90 = band if band is not None else (None, None)
+        return PhaseEstimate(decode_time, rows, comm, raw_decode, p10, p90), first, mean, last
 
     def memory(self) -> MemoryUse:
         run, m, par, prec = self.run, self.run.model, self.run.parallelism, self.run.precision

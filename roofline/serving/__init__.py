@@ -39,13 +39,14 @@ from roofline.serving._plan import (
     plan_serving,
     size,
 )
-from roofline.serving._results import Distribution, Objectives, ServingEstimate, summarise
+from roofline.serving._results import Band, Distribution, Objectives, ServingEstimate, band_factors, summarise
 from roofline.serving._simulator import Pool, Trace, simulate
 from roofline.serving._surface import IterationSurface
 
 __all__ = [
     "KV_POLICIES",
     "SCHEDULERS",
+    "Band",
     "Check",
     "Deployment",
     "Distribution",
@@ -66,6 +67,7 @@ __all__ = [
     "SurfaceCache",
     "Targets",
     "Trace",
+    "band_factors",
     "check_at_traffic",
     "estimate_serving",
     "kv_pool_blocks",
@@ -92,4 +94,5 @@ def estimate_serving(
     prefill workers, `back` the decode workers)."""
     ready = prepared or prepare(front, requests, back, transfer_free)
     trace = simulate(requests, ready.front, ready.back, transfer_function(ready), series)
-    return summarise(trace, requests, ready.devices, objectives or Objectives())
+    band = band_factors(trace, ready.front, ready.back)
+    return summarise(trace, requests, ready.devices, objectives or Objectives(), band)

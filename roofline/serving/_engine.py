@@ -37,7 +37,7 @@ class Loop(Protocol):
     def finished(self, rid: int, now: float, engine: Engine) -> None: ...
     def handoff(self, rid: int, now: float) -> None: ...
     def record(self, now: float, seconds: float, k: int, decoding: int, tokens: int, prefilling: int, kv: float,
-               prefill_share: float) -> None: ...  # fmt: skip
+               prefill_share: float, context: float) -> None: ...  # fmt: skip
 
 
 class Engine:
@@ -156,7 +156,8 @@ class Engine:
                 t1 = max(surf.decode_time(d, self.context + d * (k - 1) / 2.0), self.launch_floor) + over
             self.k = k
             duration = k * t1
-            sim.record(now, duration, k, d, 0, len(self.prefilling), self.kv_used(), 0.0)
+            sim.record(now, duration, k, d, 0, len(self.prefilling), self.kv_used(), 0.0,
+                       self.context + d * (k - 1) / 2.0)  # fmt: skip
             return now + duration
         self.k = 1 if d else 0
         tokens = sum(q for _, q in chunks)
@@ -164,7 +165,8 @@ class Engine:
         ending = sum(1 for rid, q in chunks if sim.done[rid] + q >= sim.prompt[rid])
         t = surf.time(float(tokens), pieces, float(d), self.context, float(d + ending))
         duration = max(t, self.launch_floor) + over
-        sim.record(now, duration, self.k, d, tokens, len(self.prefilling), self.kv_used(), tokens / (tokens + d))
+        sim.record(now, duration, self.k, d, tokens, len(self.prefilling), self.kv_used(), tokens / (tokens + d),
+                   self.context)  # fmt: skip
         return now + duration
 
     def finish(self, now: float) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roofline.serving._config import Requests
-from roofline.serving._simulator import Trace
+from roofline.serving._simulator import Pool, Trace
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,48 @@ class Objectives:
 
 
 @dataclass(frozen=True)
+class Band:
+    """A run's prediction interval as factors on its figures (p10 / figure ≤ 1 ≤ p90 / figure): `ttft` on time to
+    first token, `tpot` on time per output token, `e2e` on end to end and `duration` on the run's length (its
+    throughputs take the inverse)."""
+
+    ttft: tuple[float, float]
+    tpot: tuple[float, float]
+    e2e: tuple[float, float]
+    duration: tuple[float, float]
+
+
+def band_factors(trace: Trace, front: Pool, back: Pool | None) -> Band | None:
+    """The run's interval, every op at its band's edge together (docs/model/intervals.md): each iteration class's
+    time at its mean mix on the band's surfaces over its time on the surface (fixed iteration costs unbanded);
+    iterations with prefill chunks give time to first token, the run's iteration time by class its length; the
+    decode pool's time per output token when disaggregated, else the run's. None without an interval table. The
+    schedule is held as simulated: exact for a closed loop on one engine whose iterations all move by one factor."""
+    decode_pool = back or front
+    if front.surface.band is None or decode_pool.surface.band is None or trace.busy_s <= 0:
+        return None
+    mixed, decode = (1.0, 1.0), (1.0, 1.0)
+    if trace.mixed_s > 0:
+        t, d = trace.mixed_tokens_s / trace.mixed_s, trace.mixed_decoding_s / trace.mixed_s
+        c = trace.mixed_context_s / trace.mixed_s
+        over = front.scheduler.iteration_overhead_s
+        mid = front.surface.time(t, [(t, 0.0)], d, c, d + 1.0) + over
+        low, high = (s.time(t, [(t, 0.0)], d, c, d + 1.0) + over for s in front.surface.band)
+        mixed = (min(low / mid, 1.0), max(high / mid, 1.0))
+    if trace.decode_s > 0:
+        d, c = trace.decode_decoding_s / trace.decode_s, trace.decode_context_s / trace.decode_s
+        if d > 0:
+            over = decode_pool.scheduler.iteration_overhead_s
+            mid = decode_pool.surface.decode_time(d, c) + over
+            low, high = (s.decode_time(d, c) + over for s in decode_pool.surface.band)
+            decode = (min(low / mid, 1.0), max(high / mid, 1.0))
+    share = trace.mixed_s / (trace.mixed_s + trace.decode_s)
+    run = tuple(share * m + (1.0 - share) * d for m, d in zip(mixed, decode, strict=True))
+    whole = (run[0], run[1])
+    return Band(mixed if trace.mixed_s > 0 else whole, decode if back is not None else whole, whole, whole)
+
+
+@dataclass(frozen=True)
 class ServingEstimate:
     requests: int
     duration_s: float
@@ -56,9 +98,11 @@ class ServingEstimate:
     goodput_fraction: float
     max_batched_tokens: int
     series: list[tuple[float, float, int, int, float]] = field(default_factory=list)
+    band: Band | None = None  # the prediction interval's factors (None: no interval table)
 
 
-def summarise(trace: Trace, requests: Requests, devices: int, objectives: Objectives) -> ServingEstimate:
+def summarise(trace: Trace, requests: Requests, devices: int, objectives: Objectives,
+              band: Band | None = None) -> ServingEstimate:  # fmt: skip
     arrival, first, end = np.array(trace.arrival), np.array(trace.first), np.array(trace.end)
     admit = np.array(trace.admit)
     out = requests.output.astype(np.float64)
@@ -101,6 +145,7 @@ def summarise(trace: Trace, requests: Requests, devices: int, objectives: Object
         goodput_fraction=float(ok.mean()),
         max_batched_tokens=trace.max_batched_tokens,
         series=_thin(trace.series or [], 2000),
+        band=band,
     )
 
 

@@ -17,6 +17,11 @@ from roofline.serving._engine import INF, Engine
 from roofline.serving._surface import IterationSurface
 
 ARRIVE, END, HANDOFF = 0, 1, 2
+# The time-weighted sums of a `Trace` (loops that run apart add theirs).
+SUMS = (
+    "busy_s", "batch_s", "kv_s", "prefill_s", "mixed_s", "mixed_tokens_s", "mixed_decoding_s", "mixed_context_s",
+    "decode_s", "decode_decoding_s", "decode_context_s",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,15 @@ class Trace:
     preemptions: int = 0
     series: list[tuple[float, float, int, int, float]] | None = None  # (start, seconds, decoding, prefill tokens, kv)
     max_batched_tokens: int = 0
+    # Iterations with prefill chunks (`mixed_*`) and pure-decode ones (`decode_*`): their seconds and the seconds-
+    # weighted sums of their prefill tokens, decoding sequences and those sequences' keys (the mean mix of each).
+    mixed_s: float = 0.0
+    mixed_tokens_s: float = 0.0
+    mixed_decoding_s: float = 0.0
+    mixed_context_s: float = 0.0
+    decode_s: float = 0.0
+    decode_decoding_s: float = 0.0
+    decode_context_s: float = 0.0
 
 
 class Simulation:
@@ -114,12 +128,21 @@ class Simulation:
         self.push(now + self.transfer(self.original[rid]), HANDOFF, rid)
 
     def record(self, now: float, seconds: float, k: int, decoding: int, tokens: int, prefilling: int, kv: float,
-               prefill_share: float) -> None:  # fmt: skip
+               prefill_share: float, context: float) -> None:  # fmt: skip
         tr = self.trace
         tr.busy_s += seconds
         tr.batch_s += seconds * (decoding + prefilling)
         tr.kv_s += seconds * kv
         tr.prefill_s += seconds * prefill_share
+        if tokens:
+            tr.mixed_s += seconds
+            tr.mixed_tokens_s += seconds * tokens
+            tr.mixed_decoding_s += seconds * decoding
+            tr.mixed_context_s += seconds * context
+        else:
+            tr.decode_s += seconds
+            tr.decode_decoding_s += seconds * decoding
+            tr.decode_context_s += seconds * context
         tr.iterations += max(k, 1)
         if tokens + decoding > tr.max_batched_tokens:
             tr.max_batched_tokens = tokens + decoding
@@ -203,10 +226,8 @@ def simulate(
         for j, rid in enumerate(ids.tolist()):
             merged.arrival[rid], merged.admit[rid] = tr.arrival[j], tr.admit[j]
             merged.first[rid], merged.end[rid] = tr.first[j], tr.end[j]
-        merged.busy_s += tr.busy_s
-        merged.batch_s += tr.batch_s
-        merged.kv_s += tr.kv_s
-        merged.prefill_s += tr.prefill_s
+        for name in SUMS:
+            setattr(merged, name, getattr(merged, name) + getattr(tr, name))
         merged.iterations += tr.iterations
         merged.preemptions += tr.preemptions
         merged.max_batched_tokens = max(merged.max_batched_tokens, tr.max_batched_tokens)

@@ -29,7 +29,7 @@ import numpy as np
 from roofline._hardware import dtype_bytes
 from roofline._num import Array
 from roofline.inference import InferenceRun
-from roofline.inference._evaluation import TERMS, TIME, Evaluator
+from roofline.inference._evaluation import P10, P90, TERMS, TIME, Evaluator
 from roofline.inference._layers import LayerOps
 from roofline.inference._phase import Pass, pass_time
 
@@ -145,6 +145,9 @@ class IterationSurface:
     # A pure-decode iteration's body, LM head and sends in one interpolant (the simulator's hot path), its kernels'
     # fixed costs those of a CUDA-graph replay when built with `graph_kernel_s`; None: the parts above, summed.
     decode_body: _Grid1 | None = None
+    # The surfaces of the ops' times at their prediction bands' lower and upper edges (`roofline.intervals`; None:
+    # built without an interval table).
+    band: tuple[IterationSurface, IterationSurface] | None = None
 
     def time(self, prefill_tokens: float, chunks: list[tuple[float, float]], decode: float, context: float,
              sampled: float) -> float:  # fmt: skip
@@ -235,28 +238,43 @@ def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_co
     )  # fmt: skip
     ev.run()
 
-    body_t, head_t, kernels = _split(body_pass)
-    body = _Grid1(tokens.tolist(), body_t.tolist())
-    head = _Grid1(tokens.tolist(), head_t.tolist())
-    prefill_body = _Grid1(tokens.tolist(), _split(pre_body_pass)[0].tolist()) if pre_body_pass is not None else body
-    dec_t = _attention(dec_pass)[0].reshape(dg_d.shape)
-    decode_attention = _Grid2(seqs.tolist(), ctx.tolist(), dec_t.tolist())
-    pre_t, pre_fixed = _attention(pre_pass)
-    fixed = float(pre_fixed.max()) if pre_fixed.size else 0.0
-    prefill_attention = _Grid2(chunk.tolist(), cached.tolist(), (pre_t - pre_fixed).reshape(pg_q.shape).tolist())
-    send_s = _Grid1(tokens.tolist(), ((p - 1) * send.time_s).tolist() if send is not None else [0.0] * tokens.size)
+    def assemble(term: int, central: IterationSurface | None = None) -> IterationSurface:
+        """The surface of the op times in row `term` of the results (`TIME`, or a band's edge, whose CUDA-graph
+        decode iteration is the `central` one's scaled by the edge's eager time over the central's)."""
+        body_t, head_t, kernels = _split(body_pass, term)
+        body = _Grid1(tokens.tolist(), body_t.tolist())
+        head = _Grid1(tokens.tolist(), head_t.tolist())
+        pre_body_t = None if pre_body_pass is None else _split(pre_body_pass, term)[0]
+        prefill_body = body if pre_body_t is None else _Grid1(tokens.tolist(), pre_body_t.tolist())
+        dec_t = _attention(dec_pass, term)[0].reshape(dg_d.shape)
+        decode_attention = _Grid2(seqs.tolist(), ctx.tolist(), dec_t.tolist())
+        pre_t, pre_fixed = _attention(pre_pass, term)
+        fixed = float(pre_fixed.max()) if pre_fixed.size else 0.0
+        prefill_attention = _Grid2(chunk.tolist(), cached.tolist(), (pre_t - pre_fixed).reshape(pg_q.shape).tolist())
+        sends = ((p - 1) * send.seconds(term)).tolist() if send is not None else [0.0] * tokens.size
+        send_s = _Grid1(tokens.tolist(), sends)
+        decode_fixed = body_t + head_t + np.asarray(send_s.y)
+        launch = run.system.hardware.launch_s
+        if central is not None and central.decode_body is not None:
+            eager = np.asarray(central.body.y) + np.asarray(central.head.y) + np.asarray(central.send_s.y)
+            decode_fixed = np.asarray(central.decode_body.y) * np.divide(
+                decode_fixed, eager, out=np.ones_like(eager), where=eager > 0
+            )
+        elif graph_kernel_s is not None and graph_kernel_s < launch:
+            # Each kernel's fixed cost (the `overhead_s` term: launches × the profile's launch cost) becomes the
+            # graph's.
+            attention_fixed = _attention(dec_pass, term)[1].reshape(dg_d.shape).mean(axis=1)
+            over = _overheads(body_pass) + attention_fixed[np.clip(np.searchsorted(seqs, tokens), 0, seqs.size - 1)]
+            decode_fixed = decode_fixed - over * (1.0 - graph_kernel_s / launch)
+        return IterationSurface(
+            body, prefill_body, head, decode_attention, prefill_attention, fixed, kernels, 0.0, send_s,
+            _Grid1(tokens.tolist(), decode_fixed.tolist()),
+        )  # fmt: skip
 
-    decode_fixed = body_t + head_t + np.asarray(send_s.y)
-    launch = run.system.hardware.launch_s
-    if graph_kernel_s is not None and graph_kernel_s < launch:
-        # Each kernel's fixed cost (the `overhead_s` term: launches × the profile's launch cost) becomes the graph's.
-        attention_fixed = _attention(dec_pass)[1].reshape(dg_d.shape).mean(axis=1)
-        over = _overheads(body_pass) + attention_fixed[np.clip(np.searchsorted(seqs, tokens), 0, seqs.size - 1)]
-        decode_fixed = decode_fixed - over * (1.0 - graph_kernel_s / launch)
-    surface = IterationSurface(
-        body, prefill_body, head, decode_attention, prefill_attention, fixed, kernels, 0.0, send_s,
-        _Grid1(tokens.tolist(), decode_fixed.tolist()),
-    )  # fmt: skip
+    surface = assemble(TIME)
+    if run.system.intervals is not None:
+        surface = replace(surface, band=(assemble(P10, surface), assemble(P90, surface)))
+    send_s = surface.send_s
     core_dec = pass_time(check_dec.totals())
     eager = replace(surface, decode_body=None)
     err_dec = np.abs(np.array([eager.decode_time(d, d * c) - send_s(d) for d, c in zip(md_d, md_c, strict=True)])
@@ -267,17 +285,17 @@ def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_co
     return replace(surface, error=float(max(err_dec.max(initial=0.0), err_pre.max(initial=0.0))))
 
 
-def _split(ps: Pass) -> tuple[Array, Array, float]:
-    """(body seconds, LM-head seconds, kernels per pass) per sample of a pass."""
+def _split(ps: Pass, term: int = TIME) -> tuple[Array, Array, float]:
+    """(body seconds, LM-head seconds, kernels per pass) per sample of a pass, from row `term` of its results."""
     body = np.zeros(ps.samples)
     head = np.zeros(ps.samples)
     kernels = 0.0
     for name, (values, calls) in ps.totals().items():
         kernels += calls
         if name in HEAD_ROWS:
-            head += values[TIME]
+            head += values[term]
         elif name not in ATTENTION_ROWS:
-            body += values[TIME]
+            body += values[term]
     return body, head, kernels
 
 
@@ -291,13 +309,18 @@ def _overheads(ps: Pass) -> Array:
     return out
 
 
-def _attention(ps: Pass) -> tuple[Array, Array]:
-    """(attention seconds, of which fixed kernel costs) per sample of a pass."""
+def _attention(ps: Pass, term: int = TIME) -> tuple[Array, Array]:
+    """(attention seconds, of which fixed kernel costs) per sample of a pass, from row `term` of its results (a
+    band's edge moves the fixed costs with the rest: the band is on the whole time)."""
     totals = ps.totals()
     t = np.zeros(ps.samples)
+    central = np.zeros(ps.samples)
     fixed = np.zeros(ps.samples)
     for name in ATTENTION_ROWS:
         if name in totals:
-            t += totals[name][0][TIME]
+            t += totals[name][0][term]
+            central += totals[name][0][TIME]
             fixed += totals[name][0][_OVERHEAD]
+    if term != TIME:
+        fixed = fixed * np.divide(t, central, out=np.ones_like(t), where=central > 0)
     return t, fixed

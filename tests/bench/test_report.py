@@ -21,7 +21,10 @@ FIGURES = {
     "collectives": ("count", "median_ape", "p90_ape", "bias", "floor_ratio"),
     "inference": ("measured_us", "error"),
     "training": ("measured_s", "error"),
-    "serving": ("count", "tpot", "ttft", "static_tpot", "static_ttft", "throughput", "static_throughput"),
+    "serving": (
+        "count", "tpot", "ttft", "static_tpot", "static_ttft", "throughput", "static_throughput", "tpot_coverage",
+        "ttft_coverage", "static_tpot_coverage", "throughput_coverage",
+    ),  # fmt: skip
 }
 CASES = [(section, key) for section in FIGURES for key in BASELINE[section]]
 

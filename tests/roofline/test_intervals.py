@@ -6,7 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roofline.intervals import MIN_DEVICES, MIN_ROWS, Band, IntervalTable, band_of, regime, weighted_quantiles
+from roofline.intervals import (
+    ANY,
+    MIN_DEVICES,
+    MIN_ROWS,
+    Band,
+    IntervalTable,
+    band_of,
+    family,
+    regime,
+    weighted_quantiles,
+)
 
 
 def test_equal_weights_put_each_value_at_the_middle_of_its_share() -> None:
@@ -82,3 +92,28 @@ def test_a_wider_level_takes_wider_quantiles_and_the_table_keeps_it() -> None:
     assert (wider.low, wider.high) == (pytest.approx(1.5, rel=1e-12), pytest.approx(19.5, rel=1e-12))
     table = IntervalTable({"*/*": Band(0.5, 2.0, 60, 3)}, "test", {"matmul": 0.06})
     assert IntervalTable.from_json(table.to_json()) == table
+
+
+def test_an_op_takes_the_family_its_validation_rows_were_grouped_by() -> None:
+    assert family("matmul") == "matmul" and family("matmul", "fp16") == "matmul"
+    assert family("matmul", "fp8") == family("matmul", "bf16", "fp8_tensor") == "gemm-fp8"
+    assert family("matmul", "fp4") == family("matmul", "bf16", "nvfp4") == "gemm-fp4"
+    assert family("matmul", "bf16", "fp8_block") == "gemm-fp8-block"
+    assert family("matmul", "fp32") == "gemm-fp32"
+    assert family("attention") == "attention-prefill" and family("attention", decode=True) == "attention-decode"
+    assert family("moe") == "moe" and family("rmsnorm") == "rmsnorm"
+    assert family("cross_entropy") == ANY  # no rows of its own: its regime's pooled band
+
+
+def test_factors_give_each_point_its_cells_band_clipped_to_hold_the_estimate() -> None:
+    t = IntervalTable({
+        "matmul/compute": Band(0.9, 1.2, MIN_ROWS, MIN_DEVICES),
+        "matmul/memory": Band(1.05, 1.4, MIN_ROWS, MIN_DEVICES),  # wholly above 1: p10 = t
+        f"{ANY}/small": Band(0.5, 3.0, MIN_ROWS, MIN_DEVICES),
+        f"{ANY}/{ANY}": Band(0.7, 1.6, MIN_ROWS, MIN_DEVICES),
+    })  # fmt: skip
+    low, high = t.factors(["matmul", "matmul", "softmax", "softmax"], ["compute", "memory", "small", "memory"])
+    assert low.tolist() == [0.9, 1.0, 0.5, 0.7]
+    assert high.tolist() == [1.2, 1.4, 3.0, 1.6]
+    low, high = t.factors("matmul", np.array(["compute", "compute"]))  # a family broadcast over the points
+    assert low.tolist() == [0.9, 0.9] and high.tolist() == [1.2, 1.2]

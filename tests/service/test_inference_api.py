@@ -264,3 +264,25 @@ def test_deepseek_v3_runs_with_latent_attention(client: TestClient) -> None:
     assert r["warnings"] == []
     fields = rejected(client.post("/v1/estimate/inference", json={**body, "attention": {"kind": "mqa"}}))
     assert fields == ["body.attention"]
+
+
+def test_a_run_carries_its_prediction_interval(client: TestClient) -> None:
+    # Tensor 4: the all-reduces carry no band; every op at its band's edge together (docs/model/intervals.md).
+    result = post(client, {**LLAMA_70B, "parallelism": {"tensor": 4}})
+    assert result["assumptions"]["interval"]["quantiles"] == [0.1, 0.9]
+    for phase in ("prefill", "decode"):
+        got = result["breakdown"][phase]
+        for row in got["ops"]:
+            assert row["time_s_p10"] <= row["time_s"] <= row["time_s_p90"], row["op"]
+        comm = op(result, phase, "tensor_parallel_all_reduce")
+        assert comm["time_s_p10"] == comm["time_s_p90"] == comm["time_s"]
+        assert got["time_s_p10"] == pytest.approx(sum(r["time_s_p10"] for r in got["ops"]))
+        assert got["time_s_p90"] == pytest.approx(sum(r["time_s_p90"] for r in got["ops"]))
+        assert got["time_s_p10"] < got["time_s"] < got["time_s_p90"]
+        assert result[f"{phase}_time_s_p10"] == got["time_s_p10"]
+    assert result["total_time_s_p10"] == pytest.approx(result["prefill_time_s_p10"] + result["decode_time_s_p10"])
+    assert result["total_time_s_p90"] == pytest.approx(result["prefill_time_s_p90"] + result["decode_time_s_p90"])
+    assert result["time_per_output_token_s_p90"] == pytest.approx(result["decode_time_s_p90"] / 127)
+    # Throughput's low end is the tokens over the long end of the time: 8 × 128 output tokens.
+    assert result["throughput_tokens_per_s_p10"] == pytest.approx(8 * 128 / result["total_time_s_p90"])
+    assert result["throughput_tokens_per_s_p90"] == pytest.approx(8 * 128 / result["total_time_s_p10"])

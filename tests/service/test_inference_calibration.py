@@ -151,6 +151,10 @@ def test_matmuls_and_norms_scale_by_the_fitted_factor(client: TestClient, calibr
         assert got["total_time_s"] == pytest.approx(got["prefill_time_s"] + got["decode_time_s"])
         assert got["throughput_tokens_per_s"] == pytest.approx(10 * 16 / got["total_time_s"])
         assert scaled >= {*NORM_ROWS, "ffn_up", "ffn_down"}  # rows that are exactly u × their raw time
+        # The shipped bands are the physical model's residuals, not the corrected one's: a calibrated run has none.
+        assert raw["total_time_s_p10"] < raw["total_time_s"] < raw["total_time_s_p90"]
+        assert got["total_time_s_p10"] is None and got["breakdown"]["decode"]["time_s_p90"] is None
+        assert got["assumptions"]["interval"] is None
 
         info = got["assumptions"]["calibration"]
         assert info["requested"] == choice and info["calibrations"] == [{"id": calibration["id"], "version": 1}]

@@ -62,6 +62,20 @@ def test_throughput_and_latency_agree(client: TestClient) -> None:
     assert doc["ttft_s"]["mean"] + 127 * doc["tpot_s"]["mean"] == pytest.approx(doc["e2e_s"]["mean"], rel=1e-9)
 
 
+def test_the_means_and_throughputs_carry_their_prediction_intervals(client: TestClient) -> None:
+    doc = client.post(PATH, json=BASE).json()
+    assert "every op at its band's edge together" in doc["assumptions"]["interval"]
+    for metric in ("ttft_s", "tpot_s", "e2e_s"):
+        stats = doc[metric]
+        assert stats["mean_p10"] < stats["mean"] < stats["mean_p90"], metric
+    assert doc["queue_s"]["mean_p10"] is None
+    # Aggregated: end to end and the run's length move by one factor, so throughput's edges are its inverse.
+    e2e, run = doc["e2e_s"], doc["output_tokens_per_s"]
+    assert doc["output_tokens_per_s_p10"] == pytest.approx(run * e2e["mean"] / e2e["mean_p90"], rel=1e-12)
+    assert doc["output_tokens_per_s_p90"] == pytest.approx(run * e2e["mean"] / e2e["mean_p10"], rel=1e-12)
+    assert doc["requests_per_s_p10"] == pytest.approx(doc["requests_per_s"] * e2e["mean"] / e2e["mean_p90"])
+
+
 def test_the_series_follows_the_iterations(client: TestClient) -> None:
     doc = client.post(PATH, json=with_("series", True)).json()
     points = doc["series"]
