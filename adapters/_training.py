@@ -81,6 +81,9 @@ def render_training(
     doc: dict[str, Any] = {
         "model": model_name, "hardware": hardware_name, "devices": est.devices, "data": run.parallelism.data,
         "micro_batches": est.micro_batches, "step_s": est.step_s, "tokens_per_s": est.tokens_per_s, "mfu": est.mfu,
+        "step_s_p10": est.step_s_p10, "step_s_p90": est.step_s_p90,
+        "tokens_per_s_p10": est.tokens_per_step / est.step_s_p90 if est.step_s_p90 else None,
+        "tokens_per_s_p90": est.tokens_per_step / est.step_s_p10 if est.step_s_p10 else None,
         "hfu": est.hfu, "model_flops": est.model_flops, "hardware_flops": est.hardware_flops,
         "forward_s": est.forward_s, "backward_s": est.backward_s, "recompute_s": est.recompute_s,
         "optimizer_s": est.optimizer_s, "bubble_s": est.bubble_s,

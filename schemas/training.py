@@ -167,6 +167,14 @@ class TrainingRead(BaseModel):
     micro_batches: int = Field(description="Micro-batches per replica and step (gradient accumulation).")
     step_s: float
     tokens_per_s: float
+    step_s_p10: float | None = Field(
+        default=None,
+        description="The step with every op at the 10th percentile of its family's leave-one-device-out residuals "
+        "(with step_s_p90: the prediction interval, docs/model/intervals.md); collectives keep their time.",
+    )
+    step_s_p90: float | None = Field(default=None, description="The step with every op at the 90th percentile.")
+    tokens_per_s_p10: float | None = Field(default=None, description="Tokens per step over step_s_p90.")
+    tokens_per_s_p90: float | None = Field(default=None, description="Tokens per step over step_s_p10.")
     mfu: float = Field(description="Model FLOPs (no recomputation) over the devices' peak.")
     hfu: float = Field(description="FLOPs run, recomputation included, over the devices' peak.")
     model_flops: float

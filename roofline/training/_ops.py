@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from roofline._hardware import Hardware
 from roofline._kernels import Kernel, arr, single
+from roofline.intervals import IntervalTable, family, regime
 from roofline.ops import activation, attention, cross_entropy, elementwise, layernorm, matmul, softmax
 from roofline.training._config import TrainingRun
 
@@ -36,11 +37,41 @@ class OpCost:
     forward_flops: float
     backward_flops: float
     share: float = 1.0
+    # Factors p10 / time and p90 / time of the forward and backward times (`roofline.intervals`; 1 without a table).
+    forward_band: tuple[float, float] = (1.0, 1.0)
+    backward_band: tuple[float, float] = (1.0, 1.0)
+
+    def at(self, edge: int) -> OpCost:
+        """The op with its times at its bands' lower (0) or upper (1) edge."""
+        return replace(self, forward_s=self.forward_s * self.forward_band[edge],
+                       backward_s=self.backward_s * self.backward_band[edge])  # fmt: skip
 
 
-def _time(kernels: list[Kernel], hw: Hardware, dtype: str) -> tuple[float, float]:
+NO_BAND = (1.0, 1.0)
+
+
+def _time(
+    kernels: list[Kernel], hw: Hardware, table: IntervalTable | None = None, kind: str = "elementwise",
+    dtype: str = "bf16",
+) -> tuple[float, float, tuple[float, float]]:  # fmt: skip
+    """Seconds, FLOPs and the band's factors (`kind` and `dtype` name its family; none without a `table`)."""
     est = single(kernels, hw, hw.vector_peak("fp32"), hw.launch_s)  # 16-bit math runs in fp32 (opmath)
-    return float(est.time_s), float(est.flops)
+    time = float(est.time_s)
+    if table is None:
+        return time, float(est.flops), NO_BAND
+    where = regime(time, float(est.overhead_s), float(est.compute_s), float(est.memory_s))
+    low, high = (float(x) for x in table.factors(family(kind, dtype), where))
+    return time, float(est.flops), (low, high)
+
+
+def _sum(parts: list[tuple[float, float, tuple[float, float]]]) -> tuple[float, float, tuple[float, float]]:
+    """Kernels run one after another: their seconds and FLOPs added, their bands weighted by their seconds (every
+    op at the same edge together)."""
+    time = sum(t for t, _, _ in parts)
+    flops = sum(f for _, f, _ in parts)
+    if time <= 0:
+        return time, flops, NO_BAND
+    return time, flops, (sum(t * b[0] for t, _, b in parts) / time, sum(t * b[1] for t, _, b in parts) / time)
 
 
 class LayerCosts:
@@ -48,6 +79,7 @@ class LayerCosts:
 
     def __init__(self, run: TrainingRun) -> None:
         self.run, self.hw = run, run.system.hardware
+        self.table = run.system.intervals
         m, par = run.model, run.parallelism
         self.act, self.gemm = run.precision.compute, run.precision.gemm
         self.t = float(par.tensor)
@@ -60,23 +92,33 @@ class LayerCosts:
     def linear(self, name: str, n: float, k: float, rows: float | None = None, batch: float = 1.0) -> OpCost:
         """y = x·W: forward x·W, backward dY·Wᵀ and Xᵀ·dY."""
         mm = self.tokens if rows is None else rows
-        hw, dt = self.hw, self.gemm
-        fwd_s, fwd_f = _time(matmul(hw, mm, n, k, batch, dtype=dt), hw, dt)
-        dx_s, dx_f = _time(matmul(hw, mm, k, n, batch, dtype=dt), hw, dt)
-        dw_s, dw_f = _time(matmul(hw, k, n, mm, batch, dtype=dt), hw, dt)
-        return OpCost(name, "matmul", fwd_s, dx_s + dw_s, fwd_f, dx_f + dw_f)
+        return self._gemms(name, "matmul", mm, n, k, batch, self.gemm)
 
-    def memory(self, name: str, forward: list[Kernel], elements: float, flops_per_element: float) -> OpCost:
-        """A memory-bound op; its backward reads the saved input and the gradient and writes one gradient."""
-        hw, dt = self.hw, self.act
-        fwd_s, fwd_f = _time(forward, hw, dt)
+    def _gemms(self, name: str, kind: str, rows: float, n: float, k: float, batch: float, dt: str) -> OpCost:
+        """C = A·B forward; backward dA = dC·Bᵀ and dB = Aᵀ·dC, each GEMM of its own shape and tiles."""
+        hw, tb = self.hw, self.table
+        fwd_s, fwd_f, fwd_b = _time(matmul(hw, rows, n, k, batch, dtype=dt), hw, tb, "matmul", dt)
+        bwd_s, bwd_f, bwd_b = _sum([
+            _time(matmul(hw, rows, k, n, batch, dtype=dt), hw, tb, "matmul", dt),
+            _time(matmul(hw, k, n, rows, batch, dtype=dt), hw, tb, "matmul", dt),
+        ])  # fmt: skip
+        return OpCost(name, kind, fwd_s, bwd_s, fwd_f, bwd_f, 1.0, fwd_b, bwd_b)
+
+    def memory(
+        self, name: str, forward: list[Kernel], elements: float, flops_per_element: float, kind: str = "elementwise"
+    ) -> OpCost:
+        """A memory-bound op (`kind` its interval family); its backward, an elementwise pass, reads the saved input
+        and the gradient and writes one gradient."""
+        hw, dt, tb = self.hw, self.act, self.table
+        fwd_s, fwd_f, fwd_b = _time(forward, hw, tb, kind, dt)
         bwd = elementwise(hw, arr(elements), inputs=2, outputs=1, flops_per_element=flops_per_element, dtype=dt)
-        bwd_s, bwd_f = _time(bwd, hw, dt)
-        return OpCost(name, "memory", fwd_s, bwd_s, fwd_f, bwd_f)
+        bwd_s, bwd_f, bwd_b = _time(bwd, hw, tb, "elementwise", dt)
+        return OpCost(name, "memory", fwd_s, bwd_s, fwd_f, bwd_f, 1.0, fwd_b, bwd_b)
 
     def norm(self, name: str) -> OpCost:
-        hw, rows, h = self.hw, self.rows, self.h
-        return self.memory(name, layernorm(hw, arr(rows), arr(h), self.act, rms=self.run.model.rms_norm), rows * h, 8.0)
+        hw, rows, h, rms = self.hw, self.rows, self.h, self.run.model.rms_norm
+        kernels = layernorm(hw, arr(rows), arr(h), self.act, rms=rms)
+        return self.memory(name, kernels, rows * h, 8.0, "rmsnorm" if rms else "layernorm")
 
     def dropout_add(self, name: str) -> OpCost:
         """Megatron-LM's fused bias-dropout-add: the branch, its mask and the residual in, the sum out."""
@@ -96,14 +138,15 @@ class LayerCosts:
         c, s = float(run.parallelism.context), float(run.sequence)
         if run.attention == "flash":
             kernels = attention(hw, self.b, heads, kv_heads, m.head_dim, s, s, True, "flash", self.act)
-            fwd_s, fwd_f = _time(kernels, hw, self.act)
+            fwd_s, fwd_f, band = _time(kernels, hw, self.table, "attention", self.act)
             f = FLASH_BACKWARD
-            return [OpCost("attention", "attention", fwd_s / c, f * fwd_s / c, fwd_f / c, f * fwd_f / c)]
+            return [OpCost("attention", "attention", fwd_s / c, f * fwd_s / c, fwd_f / c, f * fwd_f / c, 1.0, band,
+                           band)]  # fmt: skip
         batch, q = self.b * heads / c, s
         scores = self.batched("attention_scores", q, s, float(m.head_dim), batch)
         e = batch * q * s
         sm = softmax(hw, arr(batch * q), arr(s), self.act, online=True)
-        probs = self.memory("attention_softmax", sm, e, 5.0)
+        probs = self.memory("attention_softmax", sm, e, 5.0, "softmax")
         drop = self.memory("attention_dropout", elementwise(hw, arr(e), inputs=1, outputs=1, dtype=self.act), e, 2.0)
         values = self.batched("attention_values", q, float(m.head_dim), s, batch)
         return [scores, probs, drop, values]
@@ -111,11 +154,7 @@ class LayerCosts:
     def batched(self, name: str, rows: float, n: float, k: float, batch: float) -> OpCost:
         """A GEMM of two activations (C = A·B per head): forward and its two backward GEMMs, dA = dC·Bᵀ and
         dB = Aᵀ·dC."""
-        hw, dt = self.hw, self.act
-        fwd_s, fwd_f = _time(matmul(hw, rows, n, k, batch, dtype=dt), hw, dt)
-        da_s, da_f = _time(matmul(hw, rows, k, n, batch, dtype=dt), hw, dt)
-        db_s, db_f = _time(matmul(hw, k, n, rows, batch, dtype=dt), hw, dt)
-        return OpCost(name, "attention", fwd_s, da_s + db_s, fwd_f, da_f + db_f)
+        return self._gemms(name, "attention", rows, n, k, batch, self.act)
 
     def layer(self) -> list[OpCost]:
         """A layer's ops in the order they run."""
@@ -148,7 +187,8 @@ class LayerCosts:
         ops = []
         for name, f, rows, batch, share in widths:
             e = rows * batch * f
-            act = self.memory(f"{name}_activation", activation(self.hw, arr(e), fn, self.act), g * e, 8.0)
+            act = self.memory(f"{name}_activation", activation(self.hw, arr(e), fn, self.act), g * e, 8.0,
+                              "activation")  # fmt: skip
             ups = (
                 self.linear(f"{name}_up", g * f, h, rows, batch),
                 act,
@@ -162,5 +202,6 @@ class LayerCosts:
         the loss (its backward writes the logits' gradient)."""
         m, hw = self.run.model, self.hw
         v = m.vocab / self.t
-        loss = self.memory("loss", cross_entropy(hw, arr(self.tokens), arr(v), self.act), self.tokens * v, 4.0)
+        loss = self.memory("loss", cross_entropy(hw, arr(self.tokens), arr(v), self.act), self.tokens * v, 4.0,
+                           "cross_entropy")  # fmt: skip
         return [self.norm("final_norm"), self.linear("lm_head", v, self.h), loss]

@@ -147,6 +147,8 @@ def plan_training(
     `TrainingConfigError` for an unknown ranking."""
     if rank not in RANKINGS:
         raise TrainingConfigError("rank_by", f"one of {', '.join(RANKINGS)}")
+    # The search ranks on the step alone; the prediction intervals are made for the ranked entries only.
+    banded, base = base.system, replace(base, system=replace(base.system, intervals=None))
     cache, tally = StepCache(), _Tally()
     per_layout = len(space.sharding) * len(space.micro_batch) * len(space.recompute)
     layouts = list(_layouts(space))
@@ -170,8 +172,11 @@ def plan_training(
         return (first, float(e.estimate.devices), e.estimate.memory.total_bytes)
 
     entries = sorted(tally.entries, key=order)
+    ranked = entries[:top]
+    if banded.intervals is not None:
+        ranked = [PlanEntry(e.run, estimate_training(replace(e.run, system=banded))) for e in ranked]
     return TrainingPlan(
-        ranked=tuple(entries[:top]), searched=tally.searched, invalid=tally.invalid, pruned_memory=tally.pruned,
+        ranked=tuple(ranked), searched=tally.searched, invalid=tally.invalid, pruned_memory=tally.pruned,
         evaluated=len(entries), invalid_fields=dict(tally.fields), reasons=tally.reasons,
         smallest_memory_bytes=tally.smallest,
     )  # fmt: skip

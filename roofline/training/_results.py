@@ -61,6 +61,9 @@ class TrainingEstimate:
     memory: TrainingMemory
     max_micro_batch: int
     power_w: float | None = None
+    # The step with every op at its band's lower (upper) edge (`roofline.intervals`; None without a table).
+    step_s_p10: float | None = None
+    step_s_p90: float | None = None
 
     @property
     def tokens_per_s(self) -> float:

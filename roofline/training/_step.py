@@ -27,7 +27,7 @@ from roofline.collectives import Hierarchical, Ring, Switch, Topology, collectiv
 from roofline.ops import elementwise
 from roofline.training._config import TrainingConfigError, TrainingRun, validate_training
 from roofline.training._memory import STATE_COPIES, stage_parameters, training_memory
-from roofline.training._ops import ATTENTION_CORE, LayerCosts, OpCost, _time
+from roofline.training._ops import ATTENTION_CORE, LayerCosts, OpCost, _sum, _time
 from roofline.training._results import CommunicationRow, OpRow, TrainingEstimate
 
 
@@ -57,7 +57,7 @@ class StepCache:
         self.base: TrainingRun | None = None
         self.layers: dict[tuple[object, ...], tuple[list[OpCost], list[OpCost], float, float]] = {}
         self.collectives: dict[tuple[str, int, int, float], float] = {}
-        self.optimizer: dict[tuple[float, str], float] = {}
+        self.optimizer: dict[tuple[float, str], tuple[float, tuple[float, float]]] = {}
 
     def accepts(self, run: TrainingRun) -> bool:
         base = self.base = self.base or run
@@ -136,15 +136,17 @@ def optimizer_passes(run: TrainingRun) -> list[tuple[str, float, float, float]]:
     return passes
 
 
-def _optimizer_s(run: TrainingRun, shard: float, cache: StepCache | None) -> float:
+def _optimizer_s(run: TrainingRun, shard: float, cache: StepCache | None) -> tuple[float, tuple[float, float]]:
     key = (shard, run.optimizer)
     known = cache.optimizer if cache is not None and cache.accepts(run) else {}
     if key not in known:
-        hw = run.system.hardware
-        known[key] = sum(
-            _time(elementwise(hw, arr(shard), ins, outs, flops_per_element=f, dtype="fp32"), hw, "fp32")[0]
+        hw, table = run.system.hardware, run.system.intervals
+        parts = [
+            _time(elementwise(hw, arr(shard), ins, outs, flops_per_element=f, dtype="fp32"), hw, table, dtype="fp32")
             for _, ins, outs, f in optimizer_passes(run)
-        )
+        ]
+        time, _, band = _sum(parts)
+        known[key] = (time, band)
     return known[key]
 
 
@@ -153,10 +155,26 @@ def estimate_training(run: TrainingRun, cache: StepCache | None = None) -> Train
     `cache` shares op and collective costs between steps of one model and system (`StepCache`). Raises
     `TrainingConfigError` naming the input at fault."""
     validate_training(run)
+    layer, head, tokens, hidden = _layer_costs(run, cache)
+    est = _assemble(run, cache, layer, head, tokens, hidden)
+    if run.system.intervals is None:
+        return est
+    # Every op at its band's edge together; the collectives keep their time, so what they hide under moves.
+    edges = [
+        _assemble(run, cache, [o.at(e) for o in layer], [o.at(e) for o in head], tokens, hidden, e).step_s
+        for e in (0, 1)
+    ]
+    return replace(est, step_s_p10=edges[0], step_s_p90=edges[1])
+
+
+def _assemble(
+    run: TrainingRun, cache: StepCache | None, layer: list[OpCost], head: list[OpCost], tokens: float, hidden: float,
+    edge: int | None = None,
+) -> TrainingEstimate:  # fmt: skip
+    """The step of these op costs (`edge`: the optimizer's passes at that edge of their band too)."""
     m, par, sh, hw = run.model, run.parallelism, run.sharding, run.system.hardware
     t, c, p, d, v = par.tensor, par.context, par.pipeline, par.data, par.virtual_stages
     mb = run.micro_batches
-    layer, head, tokens, hidden = _layer_costs(run, cache)
     n = m.layers / p  # layers on a stage
 
     def total(ops: list[OpCost], attr: str) -> float:
@@ -227,7 +245,9 @@ def estimate_training(run: TrainingRun, cache: StepCache | None = None) -> Train
 
     # The optimizer: memory-bound passes over this device's share of the parameters (`optimizer_passes`).
     shard = params / (group if sh.stage >= 1 else 1)
-    opt_s = _optimizer_s(run, shard, cache)
+    opt_s, opt_band = _optimizer_s(run, shard, cache)
+    if edge is not None:
+        opt_s *= opt_band[edge]
 
     ideal = mb * (compute_mb + per_mb_exposed)
     bubble = ideal * (p - 1) / (v * mb)

@@ -15,16 +15,15 @@ from bench import report
 from tests.bench.conftest import committed
 
 BASELINE = committed()
+SERVING_ERRORS = ("count", "tpot", "ttft", "static_tpot", "static_ttft", "throughput", "static_throughput")
+SERVING_COVERAGE = ("tpot_coverage", "ttft_coverage", "static_tpot_coverage", "throughput_coverage")
 TOLERANCE = BASELINE["tolerance"]
 FIGURES = {
     "ops": ("count", "median_ape", "p90_ape", "bias"),
     "collectives": ("count", "median_ape", "p90_ape", "bias", "floor_ratio"),
     "inference": ("measured_us", "error"),
     "training": ("measured_s", "error"),
-    "serving": (
-        "count", "tpot", "ttft", "static_tpot", "static_ttft", "throughput", "static_throughput", "tpot_coverage",
-        "ttft_coverage", "static_tpot_coverage", "throughput_coverage",
-    ),  # fmt: skip
+    "serving": (*SERVING_ERRORS, *SERVING_COVERAGE),
 }
 CASES = [(section, key) for section in FIGURES for key in BASELINE[section]]
 

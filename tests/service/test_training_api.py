@@ -72,3 +72,11 @@ def test_ddp_gradient_buckets_copy_the_gradients(client: TestClient) -> None:
     assert copies["total_bytes"] == pytest.approx(views["total_bytes"] + views["gradients_bytes"])
     fsdp = client.post(PATH, json=LLAMA_8B).json()["memory"]
     assert fsdp["gathered_bytes"] > 0 and fsdp["buffers_bytes"] == fsdp["gathered_bytes"]
+
+
+def test_a_step_carries_its_prediction_interval(client: TestClient) -> None:
+    doc = client.post(PATH, json=LLAMA_8B).json()
+    assert doc["step_s_p10"] < doc["step_s"] < doc["step_s_p90"]
+    tokens = doc["tokens_per_s"] * doc["step_s"]  # tokens per step
+    assert doc["tokens_per_s_p10"] == pytest.approx(tokens / doc["step_s_p90"])
+    assert doc["tokens_per_s_p90"] == pytest.approx(tokens / doc["step_s_p10"])
