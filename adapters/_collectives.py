@@ -14,13 +14,14 @@ import numpy as np
 
 import roofline
 from adapters._errors import InvalidField
+from adapters._intervals import SOURCE, interval_table
 from schemas.collectives import CollectivePhase, CollectiveRead, CollectiveRequest, FlatTopology, HierarchicalTopology
 from schemas.hardware import HardwareSpec
 from schemas.hardware import Link as LinkSpec
 
 
-def fabric(link: LinkSpec) -> roofline.Fabric:
-    """A catalogue interconnect level as the core's `Fabric`."""
+def fabric(link: LinkSpec, host: bool = False) -> roofline.Fabric:
+    """A catalogue interconnect level as the core's `Fabric` (`host`: the PCIe level standing in for scale-up)."""
     return roofline.Fabric(
         kind=link.topology.value,
         bandwidth_per_direction_bytes_per_s=link.bandwidth_per_direction_bytes_per_s,
@@ -30,6 +31,7 @@ def fabric(link: LinkSpec) -> roofline.Fabric:
         domain_devices=link.domain_devices,
         torus_dims=tuple(link.torus_dims) if link.torus_dims else None,
         wraparound_axis_multiple=link.wraparound_axis_multiple,
+        host=host,
     )
 
 
@@ -51,7 +53,7 @@ def device_topology(
     up = ic.scale_up or ic.host
     topology = roofline.device_topology(
         devices,
-        fabric(up) if up else None,
+        fabric(up, host=ic.scale_up is None) if up else None,
         fabric(ic.scale_out) if ic.scale_out else None,
         efficiency=efficiency or spec.efficiency.interconnect,
         launch_s=spec.overheads.kernel_launch_s,
@@ -179,12 +181,18 @@ def collective_read(
         )
         for p in chosen.phases
     ]  # fmt: skip
+    time = float(est.time_s)
+    kind = roofline.intervals.COLLECTIVE
+    where = roofline.intervals.collective_regime(float(est.bytes), roofline.fabric_class(topology))
+    p10, p90 = interval_table().band(kind, where)[1].bounds(time)
     return CollectiveRead.model_validate(
         {
             "op": est.op,
             "bytes": float(est.bytes),
             "devices": est.devices,
-            "time_s": float(est.time_s),
+            "time_s": time,
+            "time_s_p10": p10,
+            "time_s_p90": p90,
             "algbw_bytes_per_s": float(est.algbw_bytes_per_s),
             "busbw_bytes_per_s": float(est.busbw_bytes_per_s),
             "bound": str(est.bound),
@@ -205,6 +213,11 @@ def collective_read(
                 "bytes_convention": "nccl-tests: gathered output (all_gather), total input (reduce_scatter, "
                 "all_reduce), each rank's send buffer (all_to_all)",
                 "calibration": "none",
+                "interval": {
+                    "quantiles": list(roofline.intervals.QUANTILES),
+                    "source": SOURCE,
+                    "band": f"collectives, {where}",
+                },
             },
         }
     )

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from bench import loo, validate
-from roofline.intervals import ANY, QUANTILES, Band, IntervalTable, band_of, regime
+import roofline
+from bench import loo, validate, validate_collectives
+from roofline.intervals import ANY, COLLECTIVE, QUANTILES, Band, IntervalTable, band_of, collective_regime, regime
 from service.benchmarks.datasets import DATA_DIR, MissingData, data_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,30 +74,70 @@ def residuals(found: Sequence[loo.Fold]) -> Residuals:
     return Residuals(*(np.concatenate(x) for x in (family, reg, device, ratio)))
 
 
+# `bench.validate_collectives`' datasets → the device each measured (A100 PCIe pairs apart from the SXM nodes).
+COLLECTIVE_DEVICES = {
+    "aiconfigurator-nccl": "a100-sxm-80gb", "aiconfigurator-custom": "a100-sxm-80gb", "llmcompass": "a100-sxm-80gb",
+    "vidur-a100_dgx": "a100-sxm-80gb", "vidur-a100_dgx-2nodes": "a100-sxm-80gb",
+    "vidur-a100_pairwise_nvlink": "a100-pcie-80gb", "tpu7x": "tpu7x",
+    **{dataset: slug for dataset, (_, slug) in validate_collectives.GENERATIONS.items()},
+}  # fmt: skip
+
+
+def collective_residuals(root: Path | None = None) -> Residuals:
+    """Every measured collective of `bench.validate_collectives`, predicted by the shipped collective model (its
+    constants come from published bus bandwidths and NCCL's source, not from these tables: decision 0027, save
+    NCCL 2.13.4's LL fractions, chosen on A100, and TPU7x's ICI efficiency), family `collective`, regime by size."""
+    found = list(validate_collectives.rows(validate_collectives.data_dir(root)))
+    predicted = np.asarray(validate_collectives.predict(found))
+    measured = np.array([r.measured_s for r in found])
+    size = np.array([r.bytes for r in found])
+    device = np.array([COLLECTIVE_DEVICES[r.dataset] for r in found])
+    reg = np.array([collective_regime(float(r.bytes), roofline.fabric_class(r.topology)) for r in found])
+    return Residuals(np.full(size.size, COLLECTIVE), reg, device, measured / predicted)
+
+
+def combined(*parts: Residuals) -> Residuals:
+    return Residuals(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("family", "regime", "device", "ratio")))
+
+
 # The lower quantiles a family's band may take, narrowest first (the upper one is 1 − it), and the share of a new
 # device's rows its interval is meant to hold (issue 21: "about 80 % of held-out measurements").
 LEVELS = (0.10, 0.09, 0.08, 0.07, 0.06, 0.05, 0.04, 0.03, 0.02)
 TARGET_COVERAGE = 0.80
 
 
+def pooled(res: Residuals, keep: np.ndarray) -> dict[str, Band]:
+    """The pooled bands (`*/regime`, `*/*`) of the rows `keep` selects, at `QUANTILES`: the ops' only (a collective
+    is no fallback for a kernel)."""
+    ops = keep & (res.family != COLLECTIVE)
+    out = {}
+    for g in [*sorted(set(res.regime[ops].tolist())), ANY]:
+        pick = ops & ((res.regime == g) if g != ANY else True)
+        if pick.any():
+            out[f"{ANY}/{g}"] = band_of(res.ratio[pick], res.device[pick], QUANTILES[0])
+    return out
+
+
 def table(
     res: Residuals, keep: np.ndarray | None = None, levels: dict[str, float] | None = None,
-    families: set[str] | None = None,
+    families: set[str] | None = None, shared: dict[str, Band] | None = None,
 ) -> IntervalTable:  # fmt: skip
     """The bands of the rows `keep` selects (all by default): per family and regime, per family, per regime, all.
     A family's bands are at its `levels` quantile (default `QUANTILES`); the pooled bands (`*/…`) at `QUANTILES`.
-    `families`: only those families' own bands (the pooled ones always), for a coverage check that needs no others."""
+    `families`: only those families' own bands (the pooled ones always), for a coverage check that needs no others;
+    `shared`: the pooled bands of the same rows, made once (`pooled`)."""
     keep = np.ones(res.ratio.size, dtype=bool) if keep is None else keep
     levels = levels or {}
     bands: dict[str, Band] = {}
     names = sorted(set(res.family[keep].tolist()))
-    regimes = sorted(set(res.regime[keep].tolist()))
-    for f in [*(n for n in names if families is None or n in families), ANY]:
-        low = levels.get(f, QUANTILES[0]) if f != ANY else QUANTILES[0]
-        for g in [*regimes, ANY]:
-            pick = keep & ((res.family == f) if f != ANY else True) & ((res.regime == g) if g != ANY else True)
+    for f in (n for n in names if families is None or n in families):
+        low = levels.get(f, QUANTILES[0])
+        mine = keep & (res.family == f)
+        for g in [*sorted(set(res.regime[mine].tolist())), ANY]:
+            pick = mine & ((res.regime == g) if g != ANY else True)
             if pick.any():
                 bands[f"{f}/{g}"] = band_of(res.ratio[pick], res.device[pick], low)
+    bands.update(shared if shared is not None else pooled(res, keep))
     shown = {f: q for f, q in sorted(levels.items()) if q != QUANTILES[0] and (families is None or f in families)}
     return IntervalTable(bands, "python -m bench.intervals", shown)
 
@@ -131,8 +172,9 @@ def choose_levels(res: Residuals, keep: np.ndarray | None = None) -> dict[str, f
     for device in devices:
         held = keep & (res.device == device)
         mine = set(res.family[held].tolist())
+        shared = pooled(res, keep & ~held)
         for q in LEVELS:
-            tab = table(res, keep & ~held, dict.fromkeys(mine, q), families=mine)
+            tab = table(res, keep & ~held, dict.fromkeys(mine, q), families=mine, shared=shared)
             for f in mine:
                 shares.setdefault(f, {}).setdefault(q, []).append(
                     float(inside(res, tab, held & (res.family == f), f)[0].mean())
@@ -168,7 +210,7 @@ def generate(root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The shipped table (adapters/intervals.json) and the figures bench.report shows (bench/loo.json): each
     device's leave-one-device-out accuracy per source and family, and the intervals' coverage."""
     found = folds(root)
-    res = residuals(found)
+    res = combined(residuals(found), collective_residuals(root))
     levels = choose_levels(res)
     figures = {
         "generated_by": "python -m bench.intervals",

@@ -148,10 +148,12 @@ def memory_bytes_per_s(spec: HardwareCreate) -> float:
     return memory
 
 
-def _nccl(link: roofline.Link, name: str, sync: float, memory: float) -> roofline.Link:
+def _nccl(
+    link: roofline.Link, name: str, sync: float, memory: float, fabric: roofline.FabricClass = "scale_up"
+) -> roofline.Link:
     return roofline.Link(
         link.bandwidth_bytes_per_s, link.hop_latency_s, link.efficiency, roofline.GPU_LIBRARY_LAUNCH_S,
-        "nccl_protocols", sync, name=name, memory_bytes_per_s=memory,
+        "nccl_protocols", sync, name=name, memory_bytes_per_s=memory, fabric=fabric,
     )  # fmt: skip
 
 
@@ -174,7 +176,11 @@ class Machines:
 
     def infiniband(self) -> roofline.Link:
         return _nccl(
-            roofline.Link(25e9, 5e-6, self.efficiency), "HDR InfiniBand", roofline.SIMPLE_SYNC_SCALE_OUT_S, self.memory
+            roofline.Link(25e9, 5e-6, self.efficiency),
+            "HDR InfiniBand",
+            roofline.SIMPLE_SYNC_SCALE_OUT_S,
+            self.memory,
+            "scale_out",
         )
 
     def dgx(self, devices: int, per_node: int) -> roofline.Topology:
@@ -201,7 +207,7 @@ class Machines:
             return self.nvlink_bridge()
         pcie = _nccl(
             roofline.Link(31.5e9 / 2, 1e-6, self.efficiency), "PCIe Gen4 x16", roofline.SIMPLE_SYNC_SCALE_UP_S,
-            self.pcie_memory,
+            self.pcie_memory, "host",
         )  # fmt: skip
         return roofline.Hierarchical(self.nvlink_bridge(), roofline.Switch(devices // 2, pcie))
 

@@ -18,6 +18,7 @@ from roofline._hardware import DTYPE_BYTES, NARROW_MATMUL_EFFICIENCY, Hardware, 
 from roofline._kernels import Kernel, chain, fuse, single
 from roofline.collectives import (
     ALGORITHMS,
+    FABRIC_CLASSES,
     GPU_LIBRARY_LAUNCH_S,
     LL_PAYLOAD,
     LL_RING_BUS_FRACTION,
@@ -30,6 +31,7 @@ from roofline.collectives import (
     Candidate,
     CollectiveEstimate,
     Fabric,
+    FabricClass,
     Flat,
     Hierarchical,
     Link,
@@ -42,6 +44,7 @@ from roofline.collectives import (
     bus_factor,
     collective,
     device_topology,
+    fabric_class,
     with_link,
 )
 from roofline.inference import (
@@ -114,6 +117,7 @@ __all__ = [
     "ACTIVATIONS",
     "ALGORITHMS",
     "DTYPE_BYTES",
+    "FABRIC_CLASSES",
     "FLASH_BACKWARD",
     "GPU_LIBRARY_LAUNCH_S",
     "LL_PAYLOAD",
@@ -135,6 +139,7 @@ __all__ = [
     "Corrector",
     "Estimate",
     "Fabric",
+    "FabricClass",
     "Flat",
     "Hardware",
     "Hierarchical",
@@ -190,6 +195,7 @@ __all__ = [
     "estimate_inference",
     "estimate_inferences",
     "estimate_training",
+    "fabric_class",
     "fuse",
     "kernel_time",
     "layernorm",

@@ -26,6 +26,8 @@ from numpy.typing import NDArray
 
 __all__ = [
     "ANY",
+    "COLLECTIVE",
+    "LARGE_MESSAGE_BYTES",
     "MIN_DEVICES",
     "MIN_ROWS",
     "QUANTILES",
@@ -34,6 +36,7 @@ __all__ = [
     "Band",
     "IntervalTable",
     "band_of",
+    "collective_regime",
     "family",
     "regime",
     "weighted_quantiles",
@@ -55,6 +58,20 @@ ANY = "*"
 _QUANTIZED_FAMILY = {"fp8_tensor": "gemm-fp8", "fp8_block": "gemm-fp8-block", "nvfp4": "gemm-fp4"}
 _NARROW_FAMILY = {"fp8": "gemm-fp8", "fp4": "gemm-fp4", "fp32": "gemm-fp32"}
 _OWN_FAMILY = ("moe", "matmul", "rmsnorm", "layernorm", "softmax", "activation", "elementwise", "rotary", "embedding")
+# Collectives (NCCL's and the others `bench.validate_collectives` measures) are a family of their own, outside the
+# pooled bands. Their regime is the fabric's class (`roofline.collectives.FABRIC_CLASSES`: a scale-up domain, the
+# host's PCIe, a network between nodes; their spreads differ several-fold, decision 0039) and the message's size:
+# `latency` below `LARGE_MESSAGE_BYTES` (each step's fixed cost), `bandwidth` from it on (issue 21's NCCL target
+# counts messages ≥ 1 MiB). E.g. `scale_up-bandwidth`.
+COLLECTIVE = "collective"
+LARGE_MESSAGE_BYTES = float(1 << 20)
+
+
+def collective_regime(message_bytes: Any, fabric: str) -> Any:
+    """`{fabric}-latency` or `{fabric}-bandwidth` for one collective's message (a float: a str) or many (an array)."""
+    if isinstance(message_bytes, float | int):
+        return f"{fabric}-latency" if message_bytes < LARGE_MESSAGE_BYTES else f"{fabric}-bandwidth"
+    return np.where(np.asarray(message_bytes) < LARGE_MESSAGE_BYTES, f"{fabric}-latency", f"{fabric}-bandwidth")
 
 
 def family(kind: str, dtype: str = "bf16", quantization: str = "none", decode: bool = False) -> str:
@@ -67,6 +84,8 @@ def family(kind: str, dtype: str = "bf16", quantization: str = "none", decode: b
         if quantization != "none":
             return _QUANTIZED_FAMILY[quantization]
         return _NARROW_FAMILY.get(dtype, "matmul")
+    if kind == COLLECTIVE:
+        return COLLECTIVE
     return kind if kind in _OWN_FAMILY else ANY
 
 

@@ -223,6 +223,13 @@ class CollectiveRead(BaseModel):
     bytes: float
     devices: int
     time_s: float
+    time_s_p10: float | None = Field(
+        default=None,
+        description="The prediction interval's low end: the 10th percentile (or its family's wider level) of measured "
+        "/ predicted over the collectives the validation measured on other devices, by message size "
+        "(docs/model/intervals.md).",
+    )
+    time_s_p90: float | None = Field(default=None, description="The prediction interval's high end.")
     algbw_bytes_per_s: float = Field(description="bytes / time_s.")
     busbw_bytes_per_s: float = Field(description="algbw × the nccl-tests factor of the op.")
     bound: Literal["latency", "bandwidth"]

@@ -170,7 +170,7 @@ class TrainingRead(BaseModel):
     step_s_p10: float | None = Field(
         default=None,
         description="The step with every op at the 10th percentile of its family's leave-one-device-out residuals "
-        "(with step_s_p90: the prediction interval, docs/model/intervals.md); collectives keep their time.",
+        "(with step_s_p90: the prediction interval, docs/model/intervals.md); collectives at their own band's.",
     )
     step_s_p90: float | None = Field(default=None, description="The step with every op at the 90th percentile.")
     tokens_per_s_p10: float | None = Field(default=None, description="Tokens per step over step_s_p90.")

@@ -30,8 +30,10 @@ from roofline.collectives._results import Candidate, CollectiveEstimate, Phase
 from roofline.collectives._schedules import BUFFER_COPY_STREAMS
 from roofline.collectives._selection import ALGORITHMS, OPS, bus_factor, collective
 from roofline.collectives._topology import (
+    FABRIC_CLASSES,
     TIMINGS,
     Axis,
+    FabricClass,
     Flat,
     Hierarchical,
     Link,
@@ -40,11 +42,13 @@ from roofline.collectives._topology import (
     Timing,
     Topology,
     Torus,
+    fabric_class,
 )
 
 __all__ = [
     "ALGORITHMS",
     "BUFFER_COPY_STREAMS",
+    "FABRIC_CLASSES",
     "GPU_LIBRARY_LAUNCH_S",
     "LL_PAYLOAD",
     "LL_RING_BUS_FRACTION",
@@ -57,6 +61,7 @@ __all__ = [
     "Candidate",
     "CollectiveEstimate",
     "Fabric",
+    "FabricClass",
     "FabricKind",
     "Flat",
     "Hierarchical",
@@ -70,5 +75,6 @@ __all__ = [
     "bus_factor",
     "collective",
     "device_topology",
+    "fabric_class",
     "with_link",
 ]

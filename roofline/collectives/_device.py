@@ -7,7 +7,18 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from roofline.collectives._protocols import GPU_LIBRARY_LAUNCH_S, SIMPLE_SYNC_SCALE_OUT_S, SIMPLE_SYNC_SCALE_UP_S
-from roofline.collectives._topology import Axis, Flat, Hierarchical, Link, Ring, Switch, Topology, Torus, check_devices
+from roofline.collectives._topology import (
+    Axis,
+    FabricClass,
+    Flat,
+    Hierarchical,
+    Link,
+    Ring,
+    Switch,
+    Topology,
+    Torus,
+    check_devices,
+)
 
 FabricKind = Literal["switch", "torus", "ring", "mesh", "fat_tree", "point_to_point"]
 
@@ -24,13 +35,18 @@ class Fabric:
     domain_devices: int | None = None
     torus_dims: tuple[int, ...] | None = None
     wraparound_axis_multiple: int | None = None
+    host: bool = False  # the host's PCIe standing in for a scale-up fabric the device lacks
+
+
+def _class(f: Fabric, scale_out: bool) -> FabricClass:
+    return "scale_out" if scale_out else "host" if f.host else "scale_up"
 
 
 def _library_link(f: Fabric, bandwidth: float, efficiency: float, scale_out: bool, memory: float | None) -> Link:
     sync = SIMPLE_SYNC_SCALE_OUT_S if scale_out else SIMPLE_SYNC_SCALE_UP_S
     return Link(
         bandwidth, f.hop_latency_s, efficiency, GPU_LIBRARY_LAUNCH_S, "nccl_protocols", sync, name=f.name,
-        memory_bytes_per_s=memory,
+        memory_bytes_per_s=memory, fabric=_class(f, scale_out),
     )  # fmt: skip
 
 
@@ -55,11 +71,14 @@ def _level(
         if f.torus_dims is None or f.wraparound_axis_multiple is None:
             raise ValueError(f"{f.name}: a torus needs torus_dims and wraparound_axis_multiple")
         per_link = f.link_bandwidth_per_direction_bytes_per_s or f.bandwidth_per_direction_bytes_per_s
-        link = Link(per_link, f.hop_latency_s, efficiency, launch_s, "per_hop_max", name=f.name)
+        link = Link(per_link, f.hop_latency_s, efficiency, launch_s, "per_hop_max", name=f.name,
+                    fabric=_class(f, scale_out))  # fmt: skip
         return Torus(_torus_axes(devices, f.torus_dims, f.wraparound_axis_multiple), link)
     if f.kind == "ring":
         per_link = f.link_bandwidth_per_direction_bytes_per_s or f.bandwidth_per_direction_bytes_per_s / 2
-        return Ring(devices, Link(per_link, f.hop_latency_s, efficiency, launch_s, "per_hop_max", name=f.name))
+        link = Link(per_link, f.hop_latency_s, efficiency, launch_s, "per_hop_max", name=f.name,
+                    fabric=_class(f, scale_out))  # fmt: skip
+        return Ring(devices, link)
     bandwidth = f.bandwidth_per_direction_bytes_per_s
     if f.kind == "mesh" and f.domain_devices and f.domain_devices > 2:
         # A full mesh splits a device's bandwidth over its peers; only links to participants carry data.

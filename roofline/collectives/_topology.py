@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 Timing = Literal["alpha_beta", "per_hop_max", "nccl_protocols"]
+# A fabric's class: a scale-up domain (NVLink, NVSwitch, Infinity Fabric, ICI), the host's PCIe (no scale-up fabric),
+# or a scale-out network between nodes. Collectives' prediction bands differ by class (docs/model/intervals.md).
+FabricClass = Literal["scale_up", "host", "scale_out"]
+FABRIC_CLASSES: tuple[FabricClass, ...] = ("scale_up", "host", "scale_out")
 TIMINGS = ("alpha_beta", "per_hop_max", "nccl_protocols")
 
 
@@ -47,6 +51,7 @@ class Link:
     in_switch_reduction: bool = False
     name: str = "link"
     memory_bytes_per_s: float | None = None
+    fabric: FabricClass = "scale_up"  # what kind of fabric it is (`FABRIC_CLASSES`), for the prediction bands
 
     def __post_init__(self) -> None:
         _positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
@@ -149,6 +154,15 @@ class Hierarchical:
 
 
 Topology = Ring | Torus | Switch | Hierarchical
+
+
+def fabric_class(topology: Topology) -> FabricClass:
+    """The fabric a collective on `topology` is bound by: a two-level topology's outer one (across nodes, or the
+    host's PCIe between NVLink pairs), else its link's."""
+    if isinstance(topology, Hierarchical):
+        outer = topology.outer.link.fabric
+        return outer if outer != "scale_up" else "scale_out"
+    return topology.link.fabric
 
 
 def _positive(name: str, value: float) -> None:

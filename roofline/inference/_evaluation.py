@@ -13,9 +13,9 @@ import numpy as np
 from roofline._hardware import Hardware
 from roofline._kernels import Kernel, single
 from roofline._num import Array
-from roofline.collectives import Topology, collective
+from roofline.collectives import Topology, collective, fabric_class
 from roofline.inference._config import Corrector, InferenceConfigError, IntArray, OpGroup, System
-from roofline.intervals import IntervalTable, family, regime
+from roofline.intervals import COLLECTIVE, IntervalTable, collective_regime, family, regime
 from roofline.ops import activation, attention, elementwise, embedding, layernorm, matmul, moe, rotary, softmax
 
 _OPS: dict[str, Callable[..., list[Kernel]]] = {
@@ -31,7 +31,7 @@ _OPS: dict[str, Callable[..., list[Kernel]]] = {
 }
 TERMS = ("flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s", "raw_time_s", "time_s_p10", "time_s_p90")
 # Rows of a result: the (corrected) time, the model's own, and the (corrected) time at its band's lower and upper
-# quantiles (equal to the time without an interval table, and for collectives, which have no band).
+# quantiles (equal to the time without an interval table).
 TIME, RAW_TIME, P10, P90 = 5, 6, 7, 8
 
 
@@ -105,13 +105,19 @@ class CollectiveCall:
     owner: int
     dtype: str = "bf16"
     correct: Corrector | None = None
+    intervals: IntervalTable | None = None
     time_s: Array = field(default_factory=lambda: np.zeros(0))  # corrected, when there is a corrector
     raw_time_s: Array = field(default_factory=lambda: np.zeros(0))
     method: IntArray = field(default_factory=lambda: _NO_METHOD)
     label: str = ""
+    band: tuple[Array, Array] | None = None  # factors p10 / time and p90 / time per message (None: no table)
 
     def seconds(self, term: int) -> Array:
-        return self.raw_time_s if term == RAW_TIME else self.time_s
+        if term == RAW_TIME:
+            return self.raw_time_s
+        if term in (P10, P90) and self.band is not None:
+            return self.time_s * self.band[term - P10]
+        return self.time_s
 
 
 class Evaluator:
@@ -134,7 +140,9 @@ class Evaluator:
             raise InferenceConfigError(
                 "hardware", f"{system.hardware.name} has no interconnect for a {devices}-device {op}"
             )
-        call = CollectiveCall(system.topology, op, devices, message_bytes, self.owner, dtype, system.correct)
+        call = CollectiveCall(
+            system.topology, op, devices, message_bytes, self.owner, dtype, system.correct, system.intervals
+        )
         self.collective_calls.append(call)
         return call
 
@@ -147,7 +155,7 @@ class Evaluator:
         """Collectives of one kind on one topology and group size, at every message size at once."""
         coll_groups: dict[tuple[Any, ...], list[CollectiveCall]] = {}
         for coll in self.collective_calls:
-            key = (id(coll.topology), coll.op, coll.devices, coll.dtype, id(coll.correct))
+            key = (id(coll.topology), coll.op, coll.devices, coll.dtype, id(coll.correct), id(coll.intervals))
             coll_groups.setdefault(key, []).append(coll)
         for colls in coll_groups.values():
             head = colls[0]
@@ -168,11 +176,15 @@ class Evaluator:
                 static = {"collective": head.op, "devices": head.devices, "dtype": head.dtype}
                 fixed = head.correct(OpGroup("collective", static, {"bytes": messages}, raw, raw))
                 seconds, method, label = fixed.time_s, fixed.method, fixed.label
+            band = None
+            if head.intervals is not None:  # the collectives' band of each message's regime (roofline.intervals)
+                band = head.intervals.factors(COLLECTIVE, collective_regime(messages, fabric_class(topology)))
             offset = 0
             for coll in colls:
                 part = slice(offset, offset + coll.message_bytes.size)
                 coll.time_s, coll.raw_time_s, coll.method = seconds[part], raw[part], method[part]
                 coll.label = label
+                coll.band = (band[0][part], band[1][part]) if band is not None else None
                 offset += coll.message_bytes.size
         self.collective_calls = []
 

@@ -62,7 +62,7 @@ class Pass:
             acc = np.zeros((len(TERMS), self.samples))
             acc[1], acc[TIME] = calls * coll.message_bytes[index], calls * coll.time_s[index]
             acc[RAW_TIME] = calls * coll.raw_time_s[index]
-            acc[P10] = acc[P90] = acc[TIME]  # collectives carry no band (docs/model/intervals.md)
+            acc[P10], acc[P90] = calls * coll.seconds(P10)[index], calls * coll.seconds(P90)[index]
             out[name] = (acc, calls)
         return out
 

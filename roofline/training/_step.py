@@ -23,7 +23,8 @@ from dataclasses import replace
 
 from roofline._hardware import dtype_bytes
 from roofline._kernels import arr
-from roofline.collectives import Hierarchical, Ring, Switch, Topology, collective
+from roofline.collectives import Hierarchical, Ring, Switch, Topology, collective, fabric_class
+from roofline.intervals import COLLECTIVE, IntervalTable, collective_regime
 from roofline.ops import elementwise
 from roofline.training._config import TrainingConfigError, TrainingRun, validate_training
 from roofline.training._memory import STATE_COPIES, stage_parameters, training_memory
@@ -83,25 +84,36 @@ def _layer_costs(run: TrainingRun, cache: StepCache | None) -> tuple[list[OpCost
 class _Comms:
     """Collectives of the step, each on its group's topology; rows per step on the busiest device."""
 
-    def __init__(self, run: TrainingRun, cache: StepCache | None) -> None:
+    def __init__(self, run: TrainingRun, cache: StepCache | None, edge: int | None = None) -> None:
         if run.system.topology is None and run.parallelism.devices > 1:
             raise TrainingConfigError("hardware", "the profile has no interconnect for a collective")
         self.topology = run.system.topology
         self.rows: list[CommunicationRow] = []
         self.cache = cache.collectives if cache is not None and cache.accepts(run) else None
+        # At a band's edge (0 lower, 1 upper), every collective at that edge of the collectives' band.
+        self.table: IntervalTable | None = run.system.intervals if edge is not None else None
+        self.edge: int | None = edge
 
     def time(self, op: str, n: int, stride: int, bytes_: float) -> float:
         assert self.topology is not None
         key = (op, n, stride, bytes_)
         if self.cache is not None and key in self.cache:
-            return self.cache[key]
+            return self._at_edge(self.cache[key], bytes_, n, stride)
         try:
             seconds = float(collective(op, bytes_, group_topology(self.topology, n, stride)).time_s)
         except ValueError as err:  # devices the profile's fabrics cannot hold, or sizes past float64
             raise TrainingConfigError("parallelism", str(err)) from None
         if self.cache is not None:
             self.cache[key] = seconds
-        return seconds
+        return self._at_edge(seconds, bytes_, n, stride)
+
+    def _at_edge(self, seconds: float, bytes_: float, n: int, stride: int) -> float:
+        if self.table is None or self.edge is None:
+            return seconds
+        assert self.topology is not None
+        fabric = fabric_class(group_topology(self.topology, n, stride))
+        band = self.table.band(COLLECTIVE, collective_regime(float(bytes_), fabric))[1]
+        return seconds * (min(band.low, 1.0) if self.edge == 0 else max(band.high, 1.0))
 
     def add(self, name: str, op: str, n: int, stride: int, bytes_: float, calls: float, hidden_under: float) -> None:
         """`calls` of one collective per step, overlapped with `hidden_under` seconds of computation (0: exposed)."""
@@ -159,7 +171,7 @@ def estimate_training(run: TrainingRun, cache: StepCache | None = None) -> Train
     est = _assemble(run, cache, layer, head, tokens, hidden)
     if run.system.intervals is None:
         return est
-    # Every op at its band's edge together; the collectives keep their time, so what they hide under moves.
+    # Every op and collective at its band's edge together; what overlap hides moves with them.
     edges = [
         _assemble(run, cache, [o.at(e) for o in layer], [o.at(e) for o in head], tokens, hidden, e).step_s
         for e in (0, 1)
@@ -195,7 +207,7 @@ def _assemble(
     compute_mb = (forward + backward + recompute) / mb
 
     s_act = dtype_bytes(run.precision.compute)
-    comms = _Comms(run, cache)
+    comms = _Comms(run, cache, edge)
     activations = tokens * hidden * s_act  # one micro-batch's hidden states on a tensor group
     layer_calls = mb * n
     matmul_s = sum(r.forward_s + r.backward_s + r.recompute_s for r in rows if r.kind == "matmul")

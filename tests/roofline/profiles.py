@@ -118,7 +118,7 @@ HARDWARE = {"a100-sxm-80gb": A100, "h100-sxm": H100, "h200-sxm": H200, "l4": L4}
 _NVLINK3 = roofline.Fabric("switch", 300e9, 1e-6, "NVLink 3 / NVSwitch gen2", 25e9, domain_devices=8)
 _NVLINK4 = roofline.Fabric("switch", 450e9, 1e-6, "NVLink 4 / NVSwitch gen3", 25e9, domain_devices=8)
 _NDR = roofline.Fabric("fat_tree", 50e9, 5e-6, "InfiniBand NDR (8 × 400 Gb/s ConnectX-7 per node)")
-_PCIE4 = roofline.Fabric("point_to_point", 31.5e9, 1e-6, "PCIe Gen4 x16")
+_PCIE4 = roofline.Fabric("point_to_point", 31.5e9, 1e-6, "PCIe Gen4 x16", host=True)  # no NVLink: the host
 FABRICS: dict[str, tuple[roofline.Fabric | None, roofline.Fabric | None, float]] = {
     "a100-sxm-80gb": (_NVLINK3, None, 0.78),
     "h100-sxm": (_NVLINK4, _NDR, 0.82),

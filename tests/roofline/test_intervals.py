@@ -8,11 +8,13 @@ import pytest
 
 from roofline.intervals import (
     ANY,
+    LARGE_MESSAGE_BYTES,
     MIN_DEVICES,
     MIN_ROWS,
     Band,
     IntervalTable,
     band_of,
+    collective_regime,
     family,
     regime,
     weighted_quantiles,
@@ -117,3 +119,11 @@ def test_factors_give_each_point_its_cells_band_clipped_to_hold_the_estimate() -
     assert high.tolist() == [1.2, 1.4, 3.0, 1.6]
     low, high = t.factors("matmul", np.array(["compute", "compute"]))  # a family broadcast over the points
     assert low.tolist() == [0.9, 0.9] and high.tolist() == [1.2, 1.2]
+
+
+def test_a_collectives_regime_is_its_fabric_class_and_message_size() -> None:
+    assert LARGE_MESSAGE_BYTES == 2**20  # issue 21's NCCL target counts messages of 1 MiB and more
+    assert collective_regime(2.0**20 - 1, "scale_up") == "scale_up-latency"
+    assert collective_regime(2.0**20, "host") == "host-bandwidth"
+    assert collective_regime(np.array([1e3, 1e9]), "scale_out").tolist() == ["scale_out-latency", "scale_out-bandwidth"]
+    assert family("collective") == "collective"

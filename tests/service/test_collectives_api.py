@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+import adapters
 from service.examples import COLLECTIVE_EXAMPLES
 
 A100 = "a100-sxm-80gb"
@@ -191,3 +192,23 @@ def test_the_route_is_documented(client: TestClient) -> None:
     assert {"422", "404"} <= set(route["responses"])
     body = spec["components"]["schemas"]["CollectiveRequest"]
     assert "nccl-tests" in body["properties"]["bytes"]["description"]
+
+
+@pytest.mark.parametrize(
+    ("hardware", "devices", "size", "regime"),
+    [
+        ("a100-sxm-80gb", 8, 16e6, "scale_up-bandwidth"),  # inside the NVSwitch node
+        ("a100-sxm-80gb", 8, 64e3, "scale_up-latency"),
+        ("h100-sxm", 16, 256e6, "scale_out-bandwidth"),  # two nodes: InfiniBand binds
+        ("l40s", 4, 16e6, "host-bandwidth"),  # no NVLink: the host's PCIe
+    ],
+)
+def test_a_collective_carries_the_band_of_its_fabric_class_and_size(
+    client: TestClient, hardware: str, devices: int, size: float, regime: str
+) -> None:
+    got = post(client, {"op": "all_reduce", "bytes": size, "hardware": hardware, "devices": devices})
+    assert got["assumptions"]["interval"]["band"] == f"collectives, {regime}"
+    band = adapters.interval_table().band("collective", regime)[1]  # the shipped table, bench.intervals' output
+    assert got["time_s_p10"] == pytest.approx(got["time_s"] * min(band.low, 1.0), rel=1e-12)
+    assert got["time_s_p90"] == pytest.approx(got["time_s"] * max(band.high, 1.0), rel=1e-12)
+    assert got["time_s_p10"] <= got["time_s"] < got["time_s_p90"]

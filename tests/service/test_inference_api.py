@@ -267,7 +267,7 @@ def test_deepseek_v3_runs_with_latent_attention(client: TestClient) -> None:
 
 
 def test_a_run_carries_its_prediction_interval(client: TestClient) -> None:
-    # Tensor 4: the all-reduces carry no band; every op at its band's edge together (docs/model/intervals.md).
+    # Tensor 4: every op and all-reduce at its band's edge together (docs/model/intervals.md).
     result = post(client, {**LLAMA_70B, "parallelism": {"tensor": 4}})
     assert result["assumptions"]["interval"]["quantiles"] == [0.1, 0.9]
     for phase in ("prefill", "decode"):
@@ -275,7 +275,7 @@ def test_a_run_carries_its_prediction_interval(client: TestClient) -> None:
         for row in got["ops"]:
             assert row["time_s_p10"] <= row["time_s"] <= row["time_s_p90"], row["op"]
         comm = op(result, phase, "tensor_parallel_all_reduce")
-        assert comm["time_s_p10"] == comm["time_s_p90"] == comm["time_s"]
+        assert comm["time_s_p10"] < comm["time_s"] < comm["time_s_p90"]
         assert got["time_s_p10"] == pytest.approx(sum(r["time_s_p10"] for r in got["ops"]))
         assert got["time_s_p90"] == pytest.approx(sum(r["time_s_p90"] for r in got["ops"]))
         assert got["time_s_p10"] < got["time_s"] < got["time_s_p90"]

@@ -58,3 +58,15 @@ def test_device_topology_hands_the_memory_bandwidth_to_library_links() -> None:
     assert isinstance(two, rl.Hierarchical)
     assert two.inner.link.memory_bytes_per_s == two.outer.link.memory_bytes_per_s == 1835e9
     assert rl.device_topology(8, NVLINK).link.memory_bytes_per_s is None  # type: ignore[union-attr]
+
+
+def test_each_topology_names_the_class_of_fabric_that_bounds_it() -> None:
+    # Inside the NVLink domain: scale-up; beyond it, nodes over InfiniBand: scale-out (the outer level binds); a
+    # device without a scale-up fabric talks over the host's PCIe; TPU ICI is a scale-up torus.
+    assert rl.fabric_class(rl.device_topology(8, NVLINK, IB)) == "scale_up"
+    assert rl.fabric_class(rl.device_topology(16, NVLINK, IB)) == "scale_out"
+    pcie = rl.Fabric("point_to_point", 31.5e9, 1e-6, "PCIe Gen4 x16", host=True)
+    assert rl.fabric_class(rl.device_topology(4, pcie)) == "host"
+    v5e = rl.Fabric("torus", 200e9, 1e-6, "ICI", 50e9, 256, (16, 16), 16)
+    assert rl.fabric_class(rl.device_topology(16, v5e)) == "scale_up"
+    assert set(rl.FABRIC_CLASSES) == {"scale_up", "host", "scale_out"}

@@ -71,26 +71,28 @@ def test_each_family_takes_its_own_band() -> None:
     assert pre["attention"].time_s_p90 == pytest.approx(3.0 * pre["attention"].time_s, rel=1e-12)
 
 
-def test_collectives_carry_no_band() -> None:
-    est = run("llama-3-70b", 4, table({f"{ANY}/{ANY}": (0.5, 2.0)}))
+def test_collectives_take_their_own_band() -> None:
+    # Kernels × 0.5 … × 2, collectives × 0.8 … × 1.25 (their own family: never the kernels' pooled band).
+    est = run("llama-3-70b", 4, table({f"{ANY}/{ANY}": (0.5, 2.0), "collective/*": (0.8, 1.25)}))
     for phase in (est.prefill, est.decode):
         by = rows(phase)
         comm = by["tensor_parallel_all_reduce"]
-        assert comm.time_s_p10 == comm.time_s_p90 == comm.time_s
+        assert comm.time_s_p10 == pytest.approx(0.8 * comm.time_s, rel=1e-12)
+        assert comm.time_s_p90 == pytest.approx(1.25 * comm.time_s, rel=1e-12)
         kernels = phase.time_s - comm.time_s
-        assert phase.time_s_p10 == pytest.approx(comm.time_s + 0.5 * kernels, rel=1e-12)
-        assert phase.time_s_p90 == pytest.approx(comm.time_s + 2.0 * kernels, rel=1e-12)
+        assert phase.time_s_p10 == pytest.approx(0.8 * comm.time_s + 0.5 * kernels, rel=1e-12)
+        assert phase.time_s_p90 == pytest.approx(1.25 * comm.time_s + 2.0 * kernels, rel=1e-12)
 
 
 def test_a_pipeline_timeline_is_rebuilt_at_each_edge() -> None:
     # GPipe's prefill, 4 micro-batches over 4 stages: (m + p − 1) = 7 stage times τ = (kernels K + all-reduces C) / 4,
-    # plus the sends; at p10 the kernels are halved, the all-reduces and sends keep their time.
-    est = run("llama-3-70b", 2, table({f"{ANY}/{ANY}": (0.5, 2.0)}), pipeline=4)
+    # plus the sends; at p10 the kernels are halved, the all-reduces and sends at 0.8 of their time.
+    est = run("llama-3-70b", 2, table({f"{ANY}/{ANY}": (0.5, 2.0), "collective/*": (0.8, 1.25)}), pipeline=4)
     by = rows(est.prefill)
     send, comm = by["pipeline_send"].time_s, by["tensor_parallel_all_reduce"].time_s
     kernels = sum(r.time_s for n, r in by.items() if n not in ("pipeline_send", "pipeline_bubble")) - comm
     assert est.prefill.time_s == pytest.approx(7 * (kernels + comm) / 4 + send, rel=1e-12)
-    assert est.prefill.time_s_p10 == pytest.approx(7 * (0.5 * kernels + comm) / 4 + send, rel=1e-12)
-    assert est.prefill.time_s_p90 == pytest.approx(7 * (2.0 * kernels + comm) / 4 + send, rel=1e-12)
-    assert by["pipeline_send"].time_s_p10 == pytest.approx(send, rel=1e-12)
-    assert by["pipeline_bubble"].time_s_p10 == pytest.approx(3 * (0.5 * kernels + comm) / 4, rel=1e-12)
+    assert est.prefill.time_s_p10 == pytest.approx(7 * (0.5 * kernels + 0.8 * comm) / 4 + 0.8 * send, rel=1e-12)
+    assert est.prefill.time_s_p90 == pytest.approx(7 * (2.0 * kernels + 1.25 * comm) / 4 + 1.25 * send, rel=1e-12)
+    assert by["pipeline_send"].time_s_p10 == pytest.approx(0.8 * send, rel=1e-12)
+    assert by["pipeline_bubble"].time_s_p10 == pytest.approx(3 * (0.5 * kernels + 0.8 * comm) / 4, rel=1e-12)
