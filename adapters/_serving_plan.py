@@ -160,7 +160,7 @@ def plan_serving(body: PlanRequest, model: tuple[ModelSpec, str], hardware: list
         kept.append(c)
     prices = [body.prices.get(hardware[c.hardware].name) for c in kept]
     o = body.objectives
-    targets = Targets(o.ttft_s, o.tpot_s, o.e2e_s, o.percentile.value)
+    targets = Targets(o.ttft_s, o.tpot_s, o.e2e_s, o.percentile.value, o.margin)
     result = roofline.serving.plan_serving(
         deployments, prices, prompt, output, targets, demand, body.max_results, body.traffic.seed,
         body.search.max_devices, PLAN_DEADLINE_S,
@@ -183,11 +183,18 @@ def plan_serving(body: PlanRequest, model: tuple[ModelSpec, str], hardware: list
 
 
 def _figures(p: roofline.serving.Point) -> dict[str, Any]:
+    band = p.band
+
+    def stats(dist: roofline.serving.Distribution, factors: tuple[float, float] | None) -> dict[str, Any]:
+        edges = {"mean_p10": dist.mean * factors[0], "mean_p90": dist.mean * factors[1]} if factors else {}
+        return asdict(dist) | edges
+
     return {
         "clients": p.clients or None, "requests_per_s": p.requests_per_s, "output_tokens_per_s": p.output_tokens_per_s,
         "output_tokens_per_s_per_device": p.output_tokens_per_s_per_device,
         "output_tokens_per_s_per_user": p.output_tokens_per_s_per_user,
-        "ttft_s": asdict(p.ttft_s), "tpot_s": asdict(p.tpot_s), "e2e_s": asdict(p.e2e_s), "preemptions": p.preemptions,
+        "ttft_s": stats(p.ttft_s, band.ttft if band else None), "tpot_s": stats(p.tpot_s, band.tpot if band else None),
+        "e2e_s": stats(p.e2e_s, band.e2e if band else None), "preemptions": p.preemptions,
     }  # fmt: skip
 
 
@@ -243,6 +250,7 @@ def render(
         })  # fmt: skip
     return {
         "model": model_name, "demand_requests_per_s": demand, "percentile": body.objectives.percentile.value,
+        "margin": body.objectives.margin,
         "ranked_by": result.ranked_by,
         "feasible": [candidate(r, e) for r, e in enumerate(result.feasible, start=1)],
         "closest": [candidate(r, e) for r, e in enumerate(result.closest, start=1)],
@@ -256,5 +264,8 @@ def render(
             "misses there gets more units (10 % at a time)",
             "method": "iteration-level simulation; iteration times from the inference core's surface (no calibration)",
             "timing": "kernel time as CUDA-graph replay unless engine.cuda_graphs is false",
+            "margin": "objectives checked on the simulated latencies" if body.objectives.margin == "estimate" else
+            "objectives checked at the upper edge of the latencies' prediction interval, units sized on the lower "
+            "edge of a unit's closed-loop throughput (its figures here); the traffic check's schedule held",
         },
     }  # fmt: skip

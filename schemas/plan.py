@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
@@ -68,6 +68,12 @@ class Objectives(PlainPaths):
     tpot_s: PositiveFloat | None = Field(default=None, description="Time per output token after the first.")
     e2e_s: PositiveFloat | None = Field(default=None, description="Arrival to last token.")
     percentile: Percentile = Percentile.p90
+    margin: Literal["estimate", "interval"] = Field(
+        default="estimate",
+        description="estimate: the objectives hold on the simulated latencies; interval: they hold at the upper edge "
+        "of the latencies' prediction interval, and fleets are sized on the lower edge of a unit's throughput "
+        "(headroom for the model's error on a device it was not measured on; docs/model/intervals.md).",
+    )
 
 
 class Ratio(PlainPaths):
@@ -318,6 +324,9 @@ class PlanRead(BaseModel):
     model: str
     demand_requests_per_s: float
     percentile: Percentile
+    margin: Literal["estimate", "interval"] = Field(
+        default="estimate", description="What the objectives were checked on (objectives.margin)."
+    )
     ranked_by: RankedBy
     feasible: list[PlanCandidate] = Field(description="Fleets that meet every objective under the traffic, best first.")
     closest: list[PlanCandidate] = Field(

@@ -27,11 +27,12 @@ import numpy as np
 from roofline.inference import InferenceRun
 from roofline.serving._config import IntArray, Requests, Scheduler, ServingConfigError
 from roofline.serving._deploy import EngineSpec, ServingRun, prepare, transfer_function
-from roofline.serving._results import Distribution
+from roofline.serving._results import Band, Distribution, band_factors
 from roofline.serving._simulator import Trace, simulate
 from roofline.serving._surface import IterationSurface, build_surface
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
+MARGINS = ("estimate", "interval")
 OBJECTIVES = ("ttft_s", "tpot_s", "e2e_s")
 MIN_STEADY = 64  # requests measured after the warm-up wave, at least
 MAX_CHECK_REQUESTS = 20_000  # requests of one traffic check, at most (the operating points are bounded by the caller)
@@ -42,16 +43,22 @@ CHECK_BUDGET = 1_000_000  # iterations the traffic checks of one plan may simula
 
 @dataclass(frozen=True)
 class Targets:
-    """Latency objectives on one percentile of the requests (seconds; None: no bound)."""
+    """Latency objectives on one percentile of the requests (seconds; None: no bound). `margin`: `estimate` checks
+    the simulated latencies; `interval` checks them at the upper edge of their prediction interval and sizes fleets
+    on the lower edge of a unit's throughput (the objectives held even where the model is as far off as on the devices
+    its bands were measured on, docs/model/intervals.md)."""
 
     ttft_s: float | None = None
     tpot_s: float | None = None
     e2e_s: float | None = None
     percentile: str = "p90"
+    margin: str = "estimate"
 
     def __post_init__(self) -> None:
         if self.percentile not in PERCENTILES:
             raise ServingConfigError("objectives.percentile", f"one of {', '.join(PERCENTILES)}")
+        if self.margin not in MARGINS:
+            raise ServingConfigError("objectives.margin", f"one of {', '.join(MARGINS)}")
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,7 @@ class Point:
     checks: tuple[Check, ...]
     kv_blocks: tuple[int, ...]  # per engine: aggregated, or prefill and decode
     surface_error: float
+    band: Band | None = None  # the prediction interval's factors (None: no interval table)
 
     @property
     def misses(self) -> tuple[Check, ...]:
@@ -180,6 +188,13 @@ def _point(requests: Requests, trace: Trace, steady: slice, ready: ServingRun, t
     tpot = (end[multi] - first[multi]) / (out[multi] - 1.0)
     # Closed loop without think time, Little's law: X = N / W; open loop: requests served over the span.
     rps = closed / float(e2e.mean()) if closed else out.size / float(arr.max() - arr.min())
+    band = band_factors(trace, ready.front, ready.back)
+    checks = _checks(targets, ttft, tpot, e2e)
+    if targets.margin == "interval" and band is not None:
+        # The objectives at the upper edge of the latencies' interval; a closed loop's throughput at its lower
+        # edge (what a unit is sized on). An open loop's rate is the traffic's own.
+        checks = _checks(targets, ttft * band.ttft[1], tpot * band.tpot[1], e2e * band.e2e[1])
+        rps = rps / band.duration[1] if closed else rps
     tokens_per_s = rps * float(out.mean())
     user = 1.0 / tpot[tpot > 0] if tpot.size else np.zeros(0)
     return Point(
@@ -187,8 +202,8 @@ def _point(requests: Requests, trace: Trace, steady: slice, ready: ServingRun, t
         output_tokens_per_s_per_device=tokens_per_s / devices,
         output_tokens_per_s_per_user=float(user.mean()) if user.size else 0.0,
         ttft_s=Distribution.of(ttft), tpot_s=Distribution.of(tpot), e2e_s=Distribution.of(e2e),
-        preemptions=trace.preemptions, checks=_checks(targets, ttft, tpot, e2e), kv_blocks=ready.kv_blocks,
-        surface_error=ready.surface_error,
+        preemptions=trace.preemptions, checks=checks, kv_blocks=ready.kv_blocks,
+        surface_error=ready.surface_error, band=band,
     )  # fmt: skip
 
 

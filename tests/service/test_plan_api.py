@@ -86,6 +86,34 @@ def test_a_token_rate_is_sized_in_requests(client: TestClient) -> None:
         assert c["utilisation"] == pytest.approx(20 / (c["units"] * c["operating_point"]["requests_per_s"]))
 
 
+def test_a_margin_for_the_models_error_checks_the_intervals_upper_edge(client: TestClient) -> None:
+    # The same candidates, checked on the simulated latencies and on their prediction interval's upper edge: each
+    # unit's throughput drops to its interval's lower edge, so a fleet needs at least as many units, and every
+    # check's prediction is the estimate's × the band's upper factor.
+    plain = plan(client, BASE)
+    robust = plan(client, {**BASE, "objectives": {**BASE["objectives"], "margin": "interval"}})
+    assert plain["margin"] == "estimate" and robust["margin"] == "interval"
+    assert "upper edge" in robust["assumptions"]["margin"]
+    best = {c["label"]: c for c in plain["feasible"] + plain["closest"]}
+    compared = 0
+    for c in robust["feasible"] + robust["closest"]:
+        mine = best.get(c["label"])
+        if mine is None:
+            continue
+        compared += 1
+        point, estimate = c["operating_point"], mine["operating_point"]
+        assert point["ttft_s"]["mean"] == pytest.approx(estimate["ttft_s"]["mean"])  # the simulation itself is one
+        assert point["ttft_s"]["mean_p90"] > point["ttft_s"]["mean"]
+        assert point["requests_per_s"] < estimate["requests_per_s"]
+        assert c["units"] >= mine["units"]
+    assert compared
+    assert fewest_devices(robust) >= fewest_devices(plain)
+
+
+def fewest_devices(result: dict[str, Any]) -> int:
+    return min((c["devices"] for c in result["feasible"]), default=10**9)
+
+
 def test_without_prices_the_fewest_devices_rank_first(client: TestClient) -> None:
     r = plan(client, {**BASE, "prices": {"h100-sxm": 3.0}})
     assert r["ranked_by"] == "devices"
@@ -235,6 +263,7 @@ def test_a_search_where_nothing_runs_is_a_422(client: TestClient) -> None:
          "body.traffic"),
         ({"traffic": {"requests_per_s": 1, "prompt_tokens": 9000, "output_tokens": 10}}, "body.traffic.prompt_tokens"),
         ({"objectives": {"percentile": "p95"}}, "body.objectives.percentile"),
+        ({"objectives": {"margin": "p90"}}, "body.objectives.margin"),
         ({"search": {"tensor": [1, 1]}}, "body.search.tensor"),
         ({"search": {"max_num_seqs": [2048]}}, "body.search.max_num_seqs.0"),
         ({"search": {"modes": ["disaggregated"], "tensor": list(range(1, 17)), "max_num_seqs": [8, 16, 32, 64]}},

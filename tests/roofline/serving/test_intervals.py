@@ -10,7 +10,18 @@ import pytest
 
 from roofline.inference import InferenceRun, Parallelism, Workload
 from roofline.intervals import ANY, Band, IntervalTable
-from roofline.serving import EngineSpec, Requests, Scheduler, estimate_serving, prepare
+from roofline.serving import (
+    Deployment,
+    EngineSpec,
+    Requests,
+    Scheduler,
+    ServingConfigError,
+    SurfaceCache,
+    Targets,
+    estimate_serving,
+    operating_point,
+    prepare,
+)
 from tests.roofline.models import LLAMA_3_8B
 from tests.roofline.profiles import system
 
@@ -62,3 +73,20 @@ def test_without_a_table_there_is_no_band() -> None:
                       Scheduler())  # fmt: skip
     est = estimate_serving(spec, closed(50, 512, 32, 4))
     assert est.band is None
+
+
+def test_a_plan_with_a_margin_checks_the_upper_edge_and_sizes_on_the_lower() -> None:
+    # Every op × 0.5 … × 2, one device: every latency's upper edge is twice it, a unit's throughput half.
+    dep = Deployment(EngineSpec(banded(0.5, 2.0), Scheduler(max_num_seqs=16)))
+    prompt, output = np.array([1024]), np.array([128])
+    targets = Targets(ttft_s=1.0, tpot_s=0.05, e2e_s=10.0)
+    plain = operating_point(dep, prompt, output, targets, SurfaceCache(8192, 16, 1152))
+    robust = operating_point(dep, prompt, output, replace(targets, margin="interval"), SurfaceCache(8192, 16, 1152))
+    assert robust.band is not None and robust.band.tpot == pytest.approx((0.5, 2.0), rel=1e-9)
+    for a, b in zip(plain.checks, robust.checks, strict=True):
+        assert b.predicted == pytest.approx(2.0 * a.predicted, rel=1e-9), a.objective
+    assert robust.requests_per_s == pytest.approx(plain.requests_per_s / 2.0, rel=1e-9)
+    assert robust.ttft_s == plain.ttft_s  # the simulation is the same; only what is checked moves
+    with pytest.raises(ServingConfigError) as err:
+        Targets(margin="p90")
+    assert err.value.field == "objectives.margin"
