@@ -39,14 +39,13 @@ from roofline.serving._plan import (
     plan_serving,
     size,
 )
-from roofline.serving._results import Band, Distribution, Objectives, ServingEstimate, band_factors, summarise
+from roofline.serving._results import Distribution, Objectives, ServingBand, ServingEstimate, band_factors, summarise
 from roofline.serving._simulator import Pool, Trace, simulate
 from roofline.serving._surface import IterationSurface
 
 __all__ = [
     "KV_POLICIES",
     "SCHEDULERS",
-    "Band",
     "Check",
     "Deployment",
     "Distribution",
@@ -59,6 +58,7 @@ __all__ = [
     "PoolMemory",
     "Requests",
     "Scheduler",
+    "ServingBand",
     "ServingConfigError",
     "ServingEstimate",
     "ServingPlan",

@@ -27,7 +27,7 @@ import numpy as np
 from roofline.inference import InferenceRun
 from roofline.serving._config import IntArray, Requests, Scheduler, ServingConfigError
 from roofline.serving._deploy import EngineSpec, ServingRun, prepare, transfer_function
-from roofline.serving._results import Band, Distribution, band_factors
+from roofline.serving._results import Distribution, ServingBand, band_factors
 from roofline.serving._simulator import Trace, simulate
 from roofline.serving._surface import IterationSurface, build_surface
 
@@ -106,7 +106,7 @@ class Point:
     checks: tuple[Check, ...]
     kv_blocks: tuple[int, ...]  # per engine: aggregated, or prefill and decode
     surface_error: float
-    band: Band | None = None  # the prediction interval's factors (None: no interval table)
+    band: ServingBand | None = None  # the prediction interval's factors (None: no interval table)
 
     @property
     def misses(self) -> tuple[Check, ...]:

@@ -35,7 +35,7 @@ class Objectives:
 
 
 @dataclass(frozen=True)
-class Band:
+class ServingBand:
     """A run's prediction interval as factors on its figures (p10 / figure ≤ 1 ≤ p90 / figure): `ttft` on time to
     first token, `tpot` on time per output token, `e2e` on end to end and `duration` on the run's length (its
     throughputs take the inverse)."""
@@ -46,7 +46,7 @@ class Band:
     duration: tuple[float, float]
 
 
-def band_factors(trace: Trace, front: Pool, back: Pool | None) -> Band | None:
+def band_factors(trace: Trace, front: Pool, back: Pool | None) -> ServingBand | None:
     """The run's interval, every op at its band's edge together (docs/model/intervals.md): each iteration class's
     time at its mean mix on the band's surfaces over its time on the surface (fixed iteration costs unbanded);
     iterations with prefill chunks give time to first token, the run's iteration time by class its length; the
@@ -73,7 +73,7 @@ def band_factors(trace: Trace, front: Pool, back: Pool | None) -> Band | None:
     share = trace.mixed_s / (trace.mixed_s + trace.decode_s)
     run = tuple(share * m + (1.0 - share) * d for m, d in zip(mixed, decode, strict=True))
     whole = (run[0], run[1])
-    return Band(mixed if trace.mixed_s > 0 else whole, decode if back is not None else whole, whole, whole)
+    return ServingBand(mixed if trace.mixed_s > 0 else whole, decode if back is not None else whole, whole, whole)
 
 
 @dataclass(frozen=True)
@@ -98,11 +98,11 @@ class ServingEstimate:
     goodput_fraction: float
     max_batched_tokens: int
     series: list[tuple[float, float, int, int, float]] = field(default_factory=list)
-    band: Band | None = None  # the prediction interval's factors (None: no interval table)
+    band: ServingBand | None = None  # the prediction interval's factors (None: no interval table)
 
 
 def summarise(trace: Trace, requests: Requests, devices: int, objectives: Objectives,
-              band: Band | None = None) -> ServingEstimate:  # fmt: skip
+              band: ServingBand | None = None) -> ServingEstimate:  # fmt: skip
     arrival, first, end = np.array(trace.arrival), np.array(trace.first), np.array(trace.end)
     admit = np.array(trace.admit)
     out = requests.output.astype(np.float64)
