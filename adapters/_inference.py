@@ -107,7 +107,7 @@ def inference_system(spec: HardwareSpec, ctx: EstimateContext, calibration: Cali
 RUN_INTERVAL = {
     "quantiles": list(roofline.intervals.QUANTILES),
     "method": "every op at its band's lower (upper) edge together: errors that move together, as a device's bias "
-    "does; collectives at the collectives' band by message size",
+    "does; collectives at the collectives' band by fabric class and message size",
     "source": "leave-one-device-out residuals of the validation per op family and regime (python -m bench.intervals)",
 }
 

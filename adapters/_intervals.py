@@ -73,14 +73,8 @@ def with_interval(
         shape = np.shape(est.time_s)
         fam = np.broadcast_to(np.asarray(families), shape)
         reg = np.broadcast_to(np.asarray(regimes), shape)
-        if correction is None:
-            low, high = table.factors(fam, reg)
-        else:
-            low, high = np.ones(shape), np.ones(shape)
-            for f, g in {(str(f), str(g)) for f, g in zip(fam.ravel(), reg.ravel(), strict=True)}:
-                band = calibration_band(correction, table.band(f, g)[1])
-                at = (fam == f) & (reg == g)
-                low[at], high[at] = min(band.low, 1.0), max(band.high, 1.0)
+        calibrated = None if correction is None else functools.partial(calibration_band, correction)
+        low, high = table.factors(fam, reg, calibrated)
         p10, p90 = est.time_s * low, est.time_s * high
     extra = {**est.extra, "time_s_p10": p10, "time_s_p90": p90}
     return dataclasses.replace(est, extra=extra, assumptions={**est.assumptions, "interval": info})

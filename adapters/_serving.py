@@ -127,6 +127,15 @@ def estimate_serving(
     return render_serving(body, model_name, hw_name, est, ready)
 
 
+def band_stats(dist: roofline.serving.Distribution, factors: tuple[float, float] | None) -> dict[str, Any]:
+    """A distribution as `Stats`, with its mean's prediction interval (`factors` on the mean; null without)."""
+    low, high = factors if factors is not None else (None, None)
+    return asdict(dist) | {
+        "mean_p10": dist.mean * low if low is not None else None,
+        "mean_p90": dist.mean * high if high is not None else None,
+    }
+
+
 SERVING_INTERVAL = (
     "p10-p90 of the means and throughputs: every op at its band's edge together (leave-one-device-out residuals, "
     "python -m bench.intervals), each iteration class at its mean mix, the simulated schedule held"
@@ -141,13 +150,6 @@ def render_serving(
         per_s = body.price_per_device_hour * ready.devices / SECONDS_PER_HOUR
         cost = per_s / est.output_tokens_per_s * 1e6
     band = est.band
-
-    def stats(dist: roofline.serving.Distribution, factors: tuple[float, float] | None) -> dict[str, Any]:
-        low, high = factors if factors is not None else (None, None)
-        return asdict(dist) | {
-            "mean_p10": dist.mean * low if low is not None else None,
-            "mean_p90": dist.mean * high if high is not None else None,
-        }
 
     def rate(value: float, edge: int) -> float | None:  # a throughput's edge: over the other edge of the duration
         return value / band.duration[1 - edge] if band is not None and band.duration[1 - edge] > 0 else None
@@ -167,9 +169,9 @@ def render_serving(
         "requests_per_s_p90": rate(est.requests_per_s, 1),
         "output_tokens_per_s_p10": rate(est.output_tokens_per_s, 0),
         "output_tokens_per_s_p90": rate(est.output_tokens_per_s, 1),
-        "ttft_s": stats(est.ttft_s, band.ttft if band else None),
-        "tpot_s": stats(est.tpot_s, band.tpot if band else None),
-        "e2e_s": stats(est.e2e_s, band.e2e if band else None),
+        "ttft_s": band_stats(est.ttft_s, band.ttft if band else None),
+        "tpot_s": band_stats(est.tpot_s, band.tpot if band else None),
+        "e2e_s": band_stats(est.e2e_s, band.e2e if band else None),
         "queue_s": asdict(est.queue_s),
         "mean_in_system": est.mean_in_system,
         "mean_batch": est.mean_batch,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,7 +13,7 @@ import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
 from adapters._plan_export import Shape, export
-from adapters._serving import _lengths, _scheduler
+from adapters._serving import _lengths, _scheduler, band_stats
 from roofline.serving import Deployment, EngineSpec, Targets
 from schemas.inference import Dtypes, Implementation
 from schemas.models import ModelSpec
@@ -184,17 +184,13 @@ def plan_serving(body: PlanRequest, model: tuple[ModelSpec, str], hardware: list
 
 def _figures(p: roofline.serving.Point) -> dict[str, Any]:
     band = p.band
-
-    def stats(dist: roofline.serving.Distribution, factors: tuple[float, float] | None) -> dict[str, Any]:
-        edges = {"mean_p10": dist.mean * factors[0], "mean_p90": dist.mean * factors[1]} if factors else {}
-        return asdict(dist) | edges
-
     return {
         "clients": p.clients or None, "requests_per_s": p.requests_per_s, "output_tokens_per_s": p.output_tokens_per_s,
         "output_tokens_per_s_per_device": p.output_tokens_per_s_per_device,
         "output_tokens_per_s_per_user": p.output_tokens_per_s_per_user,
-        "ttft_s": stats(p.ttft_s, band.ttft if band else None), "tpot_s": stats(p.tpot_s, band.tpot if band else None),
-        "e2e_s": stats(p.e2e_s, band.e2e if band else None), "preemptions": p.preemptions,
+        "ttft_s": band_stats(p.ttft_s, band.ttft if band else None),
+        "tpot_s": band_stats(p.tpot_s, band.tpot if band else None),
+        "e2e_s": band_stats(p.e2e_s, band.e2e if band else None), "preemptions": p.preemptions,
     }  # fmt: skip
 
 

@@ -17,7 +17,7 @@ This module is pure: the table is data the caller loads and passes in (`Interval
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,10 @@ ANY = "*"
 # and fp32 inputs; the kinds with rows of their own; everything else takes the pooled band of its regime (`ANY`).
 _QUANTIZED_FAMILY = {"fp8_tensor": "gemm-fp8", "fp8_block": "gemm-fp8-block", "nvfp4": "gemm-fp4"}
 _NARROW_FAMILY = {"fp8": "gemm-fp8", "fp4": "gemm-fp4", "fp32": "gemm-fp32"}
-_OWN_FAMILY = ("moe", "matmul", "rmsnorm", "layernorm", "softmax", "activation", "elementwise", "rotary", "embedding")
+_OWN_FAMILY = (
+    "moe", "matmul", "rmsnorm", "layernorm", "softmax", "activation", "elementwise", "rotary", "embedding",
+    "collective",
+)  # fmt: skip
 # Collectives (NCCL's and the others `bench.validate_collectives` measures) are a family of their own, outside the
 # pooled bands. Their regime is the fabric's class (`roofline.collectives.FABRIC_CLASSES`: a scale-up domain, the
 # host's PCIe, a network between nodes; their spreads differ several-fold, decision 0039) and the message's size:
@@ -84,8 +87,6 @@ def family(kind: str, dtype: str = "bf16", quantization: str = "none", decode: b
         if quantization != "none":
             return _QUANTIZED_FAMILY[quantization]
         return _NARROW_FAMILY.get(dtype, "matmul")
-    if kind == COLLECTIVE:
-        return COLLECTIVE
     return kind if kind in _OWN_FAMILY else ANY
 
 
@@ -186,9 +187,9 @@ class IntervalTable:
                 return key, found
         raise KeyError(f"no band for {family}/{regime}: the table has no pooled band")
 
-    def factors(self, families: Any, regimes: Any) -> tuple[Array, Array]:
-        """Per point, the factors p10 / t and p90 / t (≤ 1 and ≥ 1: the interval holds t) of the points' bands;
-        `families` and `regimes` broadcast to one shape."""
+    def factors(self, families: Any, regimes: Any, adjust: Callable[[Band], Band] | None = None) -> tuple[Array, Array]:
+        """Per point, the factors p10 / t and p90 / t (≤ 1 and ≥ 1: the interval holds t) of the points' bands, each
+        band passed through `adjust` first when given; `families` and `regimes` broadcast to one shape."""
         fam, reg = np.broadcast_arrays(np.asarray(families), np.asarray(regimes))
         low, high = np.ones(fam.shape), np.ones(fam.shape)
         left = np.ones(fam.shape, dtype=bool)
@@ -197,6 +198,7 @@ class IntervalTable:
             of_f = left & (fam == f)
             for g in {str(r) for r in np.unique(reg[of_f])}:
                 band = self.band(f, g)[1]
+                band = adjust(band) if adjust is not None else band
                 at = of_f & (reg == g)
                 low[at], high[at] = min(band.low, 1.0), max(band.high, 1.0)
             left &= ~of_f

@@ -60,8 +60,7 @@ def _time(
     if table is None:
         return time, float(est.flops), NO_BAND
     where = regime(time, float(est.overhead_s), float(est.compute_s), float(est.memory_s))
-    low, high = (float(x) for x in table.factors(family(kind, dtype), where))
-    return time, float(est.flops), (low, high)
+    return time, float(est.flops), table.band(family(kind, dtype), where)[1].bounds(1.0)
 
 
 def _sum(parts: list[tuple[float, float, tuple[float, float]]]) -> tuple[float, float, tuple[float, float]]:

@@ -113,7 +113,7 @@ class _Comms:
         assert self.topology is not None
         fabric = fabric_class(group_topology(self.topology, n, stride))
         band = self.table.band(COLLECTIVE, collective_regime(float(bytes_), fabric))[1]
-        return seconds * (min(band.low, 1.0) if self.edge == 0 else max(band.high, 1.0))
+        return float(band.bounds(seconds)[self.edge])
 
     def add(self, name: str, op: str, n: int, stride: int, bytes_: float, calls: float, hidden_under: float) -> None:
         """`calls` of one collective per step, overlapped with `hidden_under` seconds of computation (0: exposed)."""
