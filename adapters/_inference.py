@@ -190,7 +190,10 @@ def inference_run(
         workload=workload,
         parallelism=parallelism,
         precision=roofline.Precision(
-            str(dtypes.weights), str(dtypes.activations), str(dtypes.kv_cache or dtypes.activations)
+            str(dtypes.weights),
+            str(dtypes.activations),
+            str(dtypes.kv_cache or dtypes.activations),
+            None if dtypes.attention is None else str(dtypes.attention),
         ),
         attention=str(implementation.attention),
         fused=implementation.fused,

@@ -42,6 +42,9 @@ SHORTEST_TOKENS = 2  # vidur's residual add of one or two tokens: no measurable 
 # The candidates each norm is chosen among (docs/decisions/0001 tried the queueing norm at 1, 1.5, 2 and 3).
 OVERLAP_NORMS = (2.0, 3.0, 4.0, 6.0)
 QUEUEING_NORMS = (1.0, 1.5, 2.0, 3.0)
+# The weight copies TensorRT-LLM 1.3's GEMM collector cycles (its source is unpublished: decision 0041); 0: never warm.
+WEIGHT_COPIES = (0.0, 1.0, 2.0, 4.0, 8.0)
+COPIES_SCOPE = "aiconfigurator-gemm"
 # The families each norm is judged on: the overlap of math and memory where both matter (GEMMs near the ridge,
 # docs/decisions/0027); the queueing of streaming loads on the families that run streaming kernels.
 OVERLAP_FAMILIES = ("gemm",)
@@ -76,6 +79,9 @@ class Constants:
     memory_queueing_norm: float = 2.0  # roofline's streaming kernels
     # roofline.NARROW_MATMUL_EFFICIENCY: (key, factor) pairs; a key no device has rows for keeps its shipped value
     narrow_matmul_efficiency: tuple[tuple[str, float], ...] = tuple(roofline.NARROW_MATMUL_EFFICIENCY.items())
+    matmul_stream_efficiency: float = roofline.MATMUL_STREAM_EFFICIENCY  # a product's operand stream against a copy
+    gemm_weight_copies: float = 4.0  # bench.validate's "aiconfigurator-gemm" scope: the collector's weight copies
+    block_scaled_step_latency: float = roofline.BLOCK_SCALED_STEP_LATENCY  # an fp4 product's wait per k-tile
     sources: dict[str, str] = field(default_factory=dict, compare=False)  # constant -> the devices it came from
 
     def adjust(self, hw: roofline.Hardware) -> roofline.Hardware:
@@ -86,9 +92,12 @@ class Constants:
             hw, memory_latency_s=latency, overlap_norm=self.overlap_norm,
             memory_queueing_norm=self.memory_queueing_norm,
             narrow_matmul_efficiency=dict(self.narrow_matmul_efficiency),
+            matmul_stream_efficiency=self.matmul_stream_efficiency,
+            block_scaled_step_latency=self.block_scaled_step_latency,
         )  # fmt: skip
 
 
+SHIPPED_MEMORY_LATENCY_S = 650e-9  # every NVIDIA profile's memory latency (RL-ASSUME; the rule below re-derives it)
 # The constants shipped in bench/validate.py and the catalogue, for the report's first column.
 SHIPPED = Constants(
     kernel_floor_s=2.5e-6,
@@ -98,7 +107,7 @@ SHIPPED = Constants(
     llmcompass_call_s=13.1e-6,
     llmcompass_layernorm_floor_s=52e-6,
     llmcompass_gelu_call_s=47e-6,
-    memory_latency_s=650e-9,
+    memory_latency_s=SHIPPED_MEMORY_LATENCY_S,
     xla_floor_s=4.14e-6,
 )
 
@@ -115,6 +124,8 @@ class Facts:
     llmcompass_min_s: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> series -> seconds
     narrow_ratio: dict[str, dict[str, float]] = field(default_factory=dict)  # efficiency key -> device -> ratio
     xla_min_s: dict[str, float] = field(default_factory=dict)
+    stream_fraction: dict[str, float] = field(default_factory=dict)
+    fp4_step_fraction: dict[str, float] = field(default_factory=dict)
 
 
 def _tokens(labels: Sequence[str]) -> np.ndarray:
@@ -161,10 +172,74 @@ def facts(groups: Iterable[Group]) -> Facts:
         elif g.source == "llmcompass" and g.family != "gemm":
             series = out.llmcompass_min_s.setdefault(d, {})
             series[g.scope] = min(series.get(g.scope, np.inf), low)
+    out.stream_fraction = stream_fractions(groups, out.gemm_min_s)
+    out.fp4_step_fraction = fp4_step_fractions(groups)
     for d, parts in shortest.items():
         out.vidur_shortest_s[d] = float(np.median(np.concatenate(parts)))
     for d, parts in bandwidth.items():
         out.latency_s[d] = threads[d] * SCALAR_LOAD_BYTES / float(np.median(np.concatenate(parts)))
+    return out
+
+
+STREAM_MAX_M = 16  # decode-shaped: the weights are nearly all the bytes and the math is negligible
+STREAM_MIN_L2 = 2.0  # weights at least this many L2s: read from device memory whatever copies the harness cycles
+
+
+def stream_fractions(groups: Iterable[Group], floor_s: dict[str, float]) -> dict[str, float]:
+    """Per device: the median, over aiconfigurator's bf16 GEMMs of at most `STREAM_MAX_M` rows whose weights (2·k·n
+    bytes) are at least `STREAM_MIN_L2` times the device's L2, of the bytes the product moves (2·(m·k + k·n + m·n))
+    over (the measured time less the device's shortest GEMM, `floor_s`) over the profile's achievable bandwidth
+    (datasheet × `efficiency.memory`): the fraction of a copy's rate a product's operand stream reaches
+    (`roofline.MATMUL_STREAM_EFFICIENCY`)."""
+    specs = {h.slug: h for h in load_hardware()}
+    fractions: dict[str, list[np.ndarray]] = {}
+    for g in groups:
+        if g.source != "aiconfigurator" or g.family != "gemm" or g.device not in floor_s or len(g.parts) != 1:
+            continue
+        spec = specs[g.device]
+        cache = spec.memory.cache.capacity_bytes if spec.memory.cache is not None else 0.0
+        m, n, k = (np.asarray(g.parts[0].overrides[x], dtype=np.float64) for x in ("m", "n", "k"))
+        keep = (m <= STREAM_MAX_M) & (2.0 * k * n >= STREAM_MIN_L2 * cache)
+        if not np.any(keep):
+            continue
+        rate = spec.memory.device.bandwidth_bytes_per_s * spec.efficiency.memory
+        moved = (2.0 * (m * k + k * n + m * n))[keep]
+        fractions.setdefault(g.device, []).append(moved / (g.measured_s[keep] - floor_s[g.device]) / rate)
+    return {d: float(np.median(np.concatenate(parts))) for d, parts in fractions.items()}
+
+
+FP4_STEP_MAX_M = 16  # rows of A: one 128-row tile, nothing to compute
+FP4_STEP_MAX_N = 4096  # columns: at most 32 tiles of 128, one wave on any device with fp4 units
+FP4_STEP_MIN_K = 8192  # deep enough that the k-tiles' waits are most of the call
+
+
+def fp4_step_fractions(groups: Iterable[Group]) -> dict[str, float]:
+    """Per device: the least-squares slope of aiconfigurator's NVFP4 GEMM times (m ≤ `FP4_STEP_MAX_M`, n ≤
+    `FP4_STEP_MAX_N`, k ≥ `FP4_STEP_MIN_K`: one wave of tiles, each walking its k loop) over the number of k-tiles
+    (k / `roofline.ops.BLOCK_SCALED_FP4_K_TILE` of the device's architecture), over the profile's memory latency as
+    shipped: the fraction of a round trip an fp4 product waits per k-tile (`roofline.BLOCK_SCALED_STEP_LATENCY`)."""
+    specs = {h.slug: h for h in load_hardware()}
+    steps: dict[str, list[np.ndarray]] = {}
+    seconds: dict[str, list[np.ndarray]] = {}
+    for g in groups:
+        if g.source != "aiconfigurator" or not g.family.startswith("gemm") or len(g.parts) != 1:
+            continue
+        if str(getattr(g.parts[0].op, "quantization", "none")) != "nvfp4":
+            continue
+        k_tile = roofline.BLOCK_SCALED_FP4_K_TILE.get(specs[g.device].compute.architecture or "")
+        if k_tile is None:
+            continue
+        m, n, k = (np.asarray(g.parts[0].overrides[x], dtype=np.float64) for x in ("m", "n", "k"))
+        keep = (m <= FP4_STEP_MAX_M) & (n <= FP4_STEP_MAX_N) & (k >= FP4_STEP_MIN_K)
+        steps.setdefault(g.device, []).append(k[keep] / k_tile)
+        seconds.setdefault(g.device, []).append(g.measured_s[keep])
+    out = {}
+    for d in steps:
+        x, y = np.concatenate(steps[d]), np.concatenate(seconds[d])
+        if x.size < 2:
+            continue
+        slope = float(np.polyfit(x, y, 1)[0])
+        out[d] = slope / SHIPPED_MEMORY_LATENCY_S
     return out
 
 
@@ -195,7 +270,8 @@ def narrow_ratios(groups: Iterable[Group]) -> dict[str, dict[str, float]]:
     for (quantization, device), rows in narrow.items():
         q = roofline.QUANTIZATIONS[quantization]
         rates = specs[device].compute.matrix_flops_per_s
-        if device not in plain or q.dtype not in rates:
+        # A 4-bit product's rate is its k-tiles' wait (`fp4_step_fractions`), not a factor on its peak.
+        if device not in plain or q.dtype not in rates or q.dtype == "fp4":
             continue
         peak_ratio = rates["bf16"] / rates[q.dtype]
         kept = [
@@ -260,6 +336,7 @@ def derive(f: Facts, devices: set[str]) -> Constants:
         return value
 
     llm = {series: {d: v[series] for d, v in f.llmcompass_min_s.items() if series in v} for series in _LLM_SERIES}
+    step = _pick(f.fp4_step_fraction, devices, "block_scaled_step_latency", src)
     narrow = dict(roofline.NARROW_MATMUL_EFFICIENCY)
     for key, per_device in f.narrow_ratio.items():
         value = _pick(per_device, devices, f"narrow_matmul_efficiency.{key}", src)
@@ -278,6 +355,11 @@ def derive(f: Facts, devices: set[str]) -> Constants:
         memory_latency_s=need(_pick(f.latency_s, devices, "memory_latency_s", src), "memory_latency_s"),
         xla_floor_s=_pick(f.xla_min_s, devices, "xla_floor_s", src),
         narrow_matmul_efficiency=tuple(sorted(narrow.items())),
+        matmul_stream_efficiency=round(
+            need(_pick(f.stream_fraction, devices, "matmul_stream_efficiency", src), "matmul_stream_efficiency"), 2
+        ),
+        # Without a device with NVFP4 rows (the A100 alone) the shipped fraction stands: no product it predicts waits.
+        block_scaled_step_latency=round(step, 2) if step is not None else roofline.BLOCK_SCALED_STEP_LATENCY,
         sources=src,
     )
 
@@ -294,16 +376,21 @@ def _score(results: Sequence[Scored], keep: Callable[[str], bool]) -> float:
 
 
 def choose_norms(groups: Sequence[Group], base: Constants, evaluate: Evaluate) -> Constants:
-    """The two norms chosen on `groups` (the training devices' rows), one after the other: the overlap norm among
-    `OVERLAP_NORMS` with the least `_score` over `OVERLAP_FAMILIES`, then the queueing norm among `QUEUEING_NORMS`
-    on every family but `QUEUEING_EXCLUDED`; the first of equals; a norm with no family to judge it keeps its
-    shipped value."""
+    """The two norms and the GEMM collector's weight copies chosen on `groups` (the training devices' rows), one after
+    the other: the overlap norm among `OVERLAP_NORMS` with the least `_score` over `OVERLAP_FAMILIES`, then the
+    queueing norm among `QUEUEING_NORMS` on every family but `QUEUEING_EXCLUDED`, then the copies among
+    `WEIGHT_COPIES` on the GEMM families of `COPIES_SCOPE`; the first of equals; a constant with no family to judge
+    it keeps its shipped value."""
     chosen = base
     for name, candidates, keep in (
         ("overlap_norm", OVERLAP_NORMS, lambda family: family in OVERLAP_FAMILIES),
         ("memory_queueing_norm", QUEUEING_NORMS, lambda family: family not in QUEUEING_EXCLUDED),
+        ("gemm_weight_copies", WEIGHT_COPIES, lambda family: family.startswith("gemm")),
     ):
-        scores = [_score(evaluate(groups, replace(chosen, **{name: p})), keep) for p in candidates]
+        # Only the judged families' groups are evaluated (the others' results would be discarded), and for the weight
+        # copies only the groups of the scope that has them.
+        judged = [g for g in groups if keep(g.family) and (name != "gemm_weight_copies" or g.scope == COPIES_SCOPE)]
+        scores = [_score(evaluate(judged, replace(chosen, **{name: p})), keep) for p in candidates]
         if all(np.isnan(scores)):
             chosen.sources[name] = "none (shipped value)"
             continue

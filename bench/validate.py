@@ -81,6 +81,9 @@ class Scope:
     call_s: float = 0.0
     floor_s: float = 0.0
     warm_cache: bool = False
+    # The harness replays one product over this many copies of its weights (0: not modelled): a row whose input, output
+    # and that many weight copies fit in the L2 reads its product's operands from there (`Hardware.warm_operands`).
+    weight_copies: float = 0.0
 
     def measured(self, predicted: np.ndarray) -> np.ndarray:
         """The measured number this scope makes of `predicted` kernels (their launches included): the call's own
@@ -108,6 +111,10 @@ SCOPES = {
     # no measurable work) take 4.85 µs on B200 and 3.44 µs on gfx950: an XLA matmul's fixed cost is their median
     # (bench.loo's rule; each device's is derived from the other's leave one device out).
     "xla": Scope(XLA_FLOOR_S),
+    # TensorRT-LLM 1.3.0rc20's collector cycles its GEMMs over a few weight copies (validation/aiconfigurator-b200/
+    # README.md: "so the working set exceeds L2"); where A, C and `GEMM_WEIGHT_COPIES` copies of the weights fit in
+    # the L2, the rows run faster than device memory allows (decisions 0038, 0041).
+    "aiconfigurator-gemm": Scope(KERNEL_FLOOR_S, weight_copies=4.0),
 }
 
 # TensorRT-LLM 1.3.0rc20's collector (the newer generations' tables) replays one attention call on the same buffers:
@@ -178,6 +185,19 @@ def anatomy(
     group: Group, hw: roofline.Hardware, scopes: dict[str, Scope] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`predict`'s seconds per row, and the work, math and memory seconds of the call's kernels (`Result`)."""
+    scope = (scopes or SCOPES)[group.scope]
+    cold = _anatomy(group, hw, scope)
+    fits = _copies_fit(group, scope.weight_copies, hw.cache_bytes) if scope.weight_copies > 0.0 else None
+    if fits is None or not np.any(fits):
+        return cold
+    warm = _anatomy(group, replace(hw, warm_operands=True), scope)
+    out = tuple(np.where(fits, w, c) for w, c in zip(warm, cold, strict=True))
+    return out[0], out[1], out[2], out[3]
+
+
+def _anatomy(
+    group: Group, hw: roofline.Hardware, scope: Scope
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     total = np.zeros_like(group.measured_s)
     work, compute, memory = np.zeros_like(total), np.zeros_like(total), np.zeros_like(total)
     for part in group.parts:
@@ -186,7 +206,18 @@ def anatomy(
         work = work + part.count * np.broadcast_to(np.asarray(est.time_s) - est.overhead_s, total.shape)
         compute = compute + part.count * np.broadcast_to(est.compute_s, total.shape)
         memory = memory + part.count * np.broadcast_to(est.memory_s, total.shape)
-    return (scopes or SCOPES)[group.scope].measured(total), work, compute, memory
+    return scope.measured(total), work, compute, memory
+
+
+def _copies_fit(group: Group, copies: float, cache_bytes: float) -> np.ndarray:
+    """Per row of a GEMM group: whether its bf16 input (m·k) and output (m·n) and `copies` copies of its weights (k·n
+    at the product's stored width) fit in `cache_bytes`."""
+    part = group.parts[0]
+    m, n, k = (np.asarray(part.overrides[x], dtype=np.float64) for x in ("m", "n", "k"))
+    quantization = str(getattr(part.op, "quantization", "none"))
+    weight = 2.0 if quantization == "none" else roofline.QUANTIZATIONS[quantization].weight_bytes
+    fits: np.ndarray = 2.0 * m * k + 2.0 * m * n + copies * weight * k * n <= cache_bytes
+    return fits
 
 
 def run(
@@ -268,6 +299,7 @@ def scopes_of(c: loo.Constants) -> dict[str, Scope]:
         {
             **SCOPES,
             "aiconfigurator": Scope(floor),
+            "aiconfigurator-gemm": Scope(floor, weight_copies=c.gemm_weight_copies),
             "aiconfigurator-context": Scope(floor, c.context_plateau_s - 2 * floor),
             "aiconfigurator-generation": Scope(floor, c.generation_plateau_s - floor),
             "vidur": Scope(c.vidur_launch_s),

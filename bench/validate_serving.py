@@ -77,6 +77,15 @@ PRECISIONS = {
     "": roofline.Precision("bf16", "bf16", "bf16"),
     "int4": roofline.Precision("int4", "bf16", "bf16"),
 }
+# 4-bit checkpoints whose self-attention block stays bf16 (`roofline.Precision.attention`): DeepSeek-R1's and
+# Kimi-K2.5's NVFP4 ones (their `exclude_modules`, as aiconfigurator-core 0.12's `sdk/models/deepseek.py` reads them;
+# its note: "Kimi-K2.5/R1 NVFP4 exclude the whole self_attn block") and gpt-oss's own (its model card: MXFP4 for the
+# MoE weights only). DeepSeek-V3.1-NVFP4 excludes only q/kv and keeps o_proj NVFP4: not expressible by one attention
+# type, left all fp4 (2 rows).
+FP4_ATTENTION_BF16 = {
+    "deepseek-ai/DeepSeek-R1", "nvidia/DeepSeek-R1-NVFP4", "deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K2.5",
+    "openai/gpt-oss-120b",
+}  # fmt: skip
 
 
 @functools.cache
@@ -113,7 +122,10 @@ def _engine(model: str, device: str, precision: str, backend: str, tp: int, adp:
     if m.moe is None:
         ep = 1
     par = roofline.Parallelism(tensor=tp, pipeline=pp, data=adp, expert=ep)
-    run = roofline.InferenceRun(m, _systems()[dev], roofline.Workload.uniform(1, 1, 1), par, PRECISIONS[precision])
+    prec = PRECISIONS[precision]
+    if precision == "fp4" and model in FP4_ATTENTION_BF16:
+        prec = replace(prec, attention="bf16")
+    run = roofline.InferenceRun(m, _systems()[dev], roofline.Workload.uniform(1, 1, 1), par, prec)
     try:
         roofline.validate_inference(run)
     except roofline.InferenceConfigError as err:

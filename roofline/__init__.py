@@ -14,7 +14,14 @@ and fuse (`_kernels`).
 
 from roofline import calibration, serving
 from roofline._estimate import Bound, Estimate, kernel_time
-from roofline._hardware import DTYPE_BYTES, NARROW_MATMUL_EFFICIENCY, Hardware, dtype_bytes
+from roofline._hardware import (
+    BLOCK_SCALED_STEP_LATENCY,
+    DTYPE_BYTES,
+    MATMUL_STREAM_EFFICIENCY,
+    NARROW_MATMUL_EFFICIENCY,
+    Hardware,
+    dtype_bytes,
+)
 from roofline._kernels import Kernel, chain, fuse, single
 from roofline.collectives import (
     ALGORITHMS,
@@ -73,6 +80,7 @@ from roofline.inference import (
 )
 from roofline.ops import (
     ACTIVATIONS,
+    BLOCK_SCALED_FP4_K_TILE,
     MISALIGNED_EFFICIENCY,
     QUANTIZATIONS,
     activation,
@@ -116,6 +124,8 @@ from roofline.training import (
 __all__ = [
     "ACTIVATIONS",
     "ALGORITHMS",
+    "BLOCK_SCALED_FP4_K_TILE",
+    "BLOCK_SCALED_STEP_LATENCY",
     "DTYPE_BYTES",
     "FABRIC_CLASSES",
     "FLASH_BACKWARD",
@@ -123,6 +133,7 @@ __all__ = [
     "LL_PAYLOAD",
     "LL_RING_BUS_FRACTION",
     "LL_RING_REDUCE_BUS_FRACTION",
+    "MATMUL_STREAM_EFFICIENCY",
     "MISALIGNED_EFFICIENCY",
     "NARROW_MATMUL_EFFICIENCY",
     "OPS",

@@ -47,13 +47,31 @@ L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT = 19.0
 # the datasheets' fp8 and fp4 rates are 2× and 4× bf16's, but a library's fp8/fp4 kernels reach a smaller share of
 # them (the operands' staging, the scale handling in the main loop and epilogue, the power limit at a higher math
 # rate: none of which a datasheet gives). Keys: "fp8" (per-tensor scales; int8 and fp6 run on the same path),
-# "fp8_block" (DeepSeek-V3's 1×128 activation and 128×128 weight scales, applied in the main loop), "fp4" (NVFP4,
-# 16-element block scales). Chosen from measured data by `bench.loo`'s rule (the median over devices of each
+# "fp8_block" (DeepSeek-V3's 1×128 activation and 128×128 weight scales, applied in the main loop). Chosen from
+# measured data by `bench.loo`'s rule (the median over devices of each
 # device's median ratio of achieved fractions of peak, the product X (the call less its modelled quantise kernels)
 # against bf16, over the GEMMs of at least 2e11 FLOPs that both tables hold) on aiconfigurator's TensorRT-LLM
 # 1.3.0rc20 tables of B200, L40S and RTX Pro 6000 (decision 0028); the leave-one-device-out report re-derives it
-# without each device.
-NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.92, "fp8_block": 0.71, "fp4": 0.73}
+# without each device. fp4 (NVFP4) had one, 0.73, until its products' rate was found to be their k-tiles' wait
+# (`BLOCK_SCALED_STEP_LATENCY`, decision 0042): it runs at bf16's efficiency of its own peak, the wait bounding it.
+NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.92, "fp8_block": 0.71}
+# The fraction of the device memory's achievable bandwidth (`eff_memory`, what copies reach) that a matrix product's
+# operand stream reaches on a GPU: a tiled product fetches its operands tile by tile through a software pipeline of a
+# few stages (cp.async / TMA), not as a copy's many independent loads. Chosen from measured data by `bench.loo`'s
+# rule (`stream_fractions`: per device, the median over aiconfigurator's decode-shaped bf16 GEMMs, m ≤ 16, whose
+# weights are at least twice the L2 — cold whatever the harness does — of the bytes over (measured − the device's
+# shortest GEMM) over the profile's achievable bandwidth; then the median over devices): A100 0.862, B200 0.876,
+# L40S 0.926, RTX Pro 6000 1.035 (over its datasheet's 1.6 TB/s: decision 0041), median 0.90; the leave-one-device-out
+# report re-derives it without each device.
+MATMUL_STREAM_EFFICIENCY = 0.90
+# A block-scaled fp4 product (NVFP4: e2m1 values, an e4m3 scale per 16) waits this fraction of a device-memory round
+# trip (`memory_latency_s`) for every k-tile of its main loop (`roofline.ops.BLOCK_SCALED_FP4_K_TILE`), however little
+# math the tile holds: aiconfigurator's NVFP4 GEMMs of one wave (m ≤ 16, n ≤ 4096, k ≥ 8192) grow by 0.485 µs per
+# 256-deep k-tile on B200 (sm_100) and 0.487 µs per 128-deep k-tile on RTX Pro 6000 (sm_120), whatever n and m up to
+# a few hundred rows: 0.746 and 0.749 of the profiles' 650 ns. Chosen from those rows by `bench.loo`'s rule
+# (`fp4_step_fractions`: per device, the least-squares slope over the k-tiles, over the latency; the median over
+# devices), re-derived leave one device out (each device from the other's); decision 0042.
+BLOCK_SCALED_STEP_LATENCY = 0.75
 NARROW_MATMUL_KEYS: Mapping[str, str] = {
     "fp8": "fp8", "int8": "fp8", "fp6": "fp8", "fp4": "fp4", "fp8_block": "fp8_block",
 }  # fmt: skip
@@ -103,6 +121,16 @@ class Hardware:
     # Narrow products' efficiency relative to bf16's (`NARROW_MATMUL_EFFICIENCY`); None: the shipped table. Set only to
     # re-derive it without a device (`bench.loo`).
     narrow_matmul_efficiency: Mapping[str, float] | None = None
+    # A matrix product's operand stream against a copy's (`MATMUL_STREAM_EFFICIENCY`); None: the shipped value. Set only
+    # to re-derive it without a device (`bench.loo`).
+    matmul_stream_efficiency: float | None = None
+    # A block-scaled fp4 product's wait per k-tile, as a fraction of `memory_latency_s` (`BLOCK_SCALED_STEP_LATENCY`);
+    # None: the shipped value. Set only to re-derive it without a device (`bench.loo`).
+    block_scaled_step_latency: float | None = None
+    # A benchmark that replays one product over a few copies of its weights (`bench.validate`'s `weight_copies`):
+    # True, the products' operands are read from the last-level cache where they fit (`warm_cache` for products
+    # alone; the other kernels stay as `warm_cache` says).
+    warm_operands: bool = False
     extra: Mapping[str, float] = field(default_factory=dict)
 
     def matmul_efficiency(self, algorithm: str) -> float:
@@ -113,6 +141,24 @@ class Hardware:
             return self.eff_matmul
         table = NARROW_MATMUL_EFFICIENCY if self.narrow_matmul_efficiency is None else self.narrow_matmul_efficiency
         return self.eff_matmul * table.get(key, 1.0)
+
+    @property
+    def block_scaled_step_s(self) -> float:
+        """Seconds a block-scaled fp4 product waits per k-tile (`BLOCK_SCALED_STEP_LATENCY` × the memory latency); 0
+        on a profile with no memory latency."""
+        if self.memory_latency_s is None:
+            return 0.0
+        fraction = (
+            BLOCK_SCALED_STEP_LATENCY if self.block_scaled_step_latency is None else self.block_scaled_step_latency
+        )
+        return fraction * self.memory_latency_s
+
+    @property
+    def stream_efficiency(self) -> float:
+        """`MATMUL_STREAM_EFFICIENCY` (or its re-derived value) on a GPU; 1.0 elsewhere (no GPU pipeline to stage)."""
+        if self.kind != "gpu":
+            return 1.0
+        return MATMUL_STREAM_EFFICIENCY if self.matmul_stream_efficiency is None else self.matmul_stream_efficiency
 
     def matrix_peak(self, dtype: str) -> tuple[float, str]:
         """Peak FLOP/s of a matrix product with inputs in `dtype` (fp32 accumulate) and the unit that runs it."""

@@ -63,6 +63,10 @@ class Kernel:
     # chip and reads a second time while it is still there (`cache_s`). Only set when the device's cache bandwidth
     # is known (`Hardware.cache_bandwidth_bytes_per_s`); otherwise an op charges those reads to device memory.
     cache_in_bytes: Num = 0.0
+    # A matrix product's operand stream: a tiled kernel that reaches `Hardware.stream_efficiency` of the device
+    # memory's achievable bandwidth (`MATMUL_STREAM_EFFICIENCY`), and that a `Hardware.warm_operands` scope serves
+    # from the cache.
+    operand_stream: bool = False
     extra: dict[str, Num] = field(default_factory=dict)
     assumptions: dict[str, object] = field(default_factory=dict)
 
@@ -82,7 +86,7 @@ class Kernel:
         round trip (the loads in series) of that latency."""
         bw = hw.memory_bytes_per_s * hw.eff_memory
         if self.access_bytes is None:
-            return moved / bw
+            return moved / (bw * hw.stream_efficiency if self.operand_stream else bw)
         resident = hw.units * (hw.threads_per_unit or 0)
         latency_bound = hw.parallel_bandwidth(np.asarray(float(resident)), self.access_bytes, self.dependent_loads)
         p = MEMORY_QUEUEING_NORM if hw.memory_queueing_norm is None else hw.memory_queueing_norm
@@ -161,7 +165,7 @@ def single(kernels: Sequence[Kernel], hw: Hardware, vector_peak: float, launch_s
     for k in kernels:
         moved = k.external_in_bytes + k.chained_in_bytes + k.out_bytes
         c, m = k.compute_s(hw, vector_peak), _num.maximum(k.memory_s(hw, moved), k.cache_s(hw, moved))
-        if hw.warm_cache:
+        if hw.warm_cache or (hw.warm_operands and k.operand_stream):
             m = _warm(k, hw, moved, m)
         total["flops"] = total["flops"] + k.flops
         total["bytes"] = total["bytes"] + moved
@@ -212,6 +216,7 @@ def fuse(kernels: Sequence[Kernel], hw: Hardware) -> Kernel:
         chained_in_bytes=np.zeros(()),
         out_bytes=last.out_bytes,
         cache_in_bytes=sum((k.cache_in_bytes for k in kernels), start=np.zeros(())),
+        operand_stream=any(k.operand_stream for k in kernels),
         peak=main.peak,
         unit=main.unit,
         extra=extra,

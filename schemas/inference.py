@@ -109,6 +109,14 @@ class Dtypes(InputModel):
     weights: InferenceDtype = InferenceDtype.bf16
     activations: InferenceDtype = InferenceDtype.bf16
     kv_cache: InferenceDtype | None = Field(default=None, description="Defaults to the activation dtype.")
+    attention: InferenceDtype | None = Field(
+        default=None,
+        description=(
+            "The attention projections' type, weights and product both (QKV, output; MLA's down, up and absorbed "
+            "projections). Defaults to the weights' and activations' types. NVFP4 checkpoints of DeepSeek-R1 and "
+            "Kimi-K2.5 keep self-attention in bf16: weights and activations fp4, attention bf16."
+        ),
+    )
 
 
 class AttentionKind(StrEnum):

@@ -128,6 +128,11 @@ class Precision:
     weights: str = "bf16"
     activations: str = "bf16"
     kv_cache: str = "bf16"
+    # The attention projections' type, weights and product both (QKV, output, MLA's down, up and absorbed ones);
+    # None: `weights` and `activations` as every other linear layer. NVFP4 checkpoints of DeepSeek-R1 and Kimi-K2.5
+    # keep their self-attention blocks in bf16 (`exclude_modules` of their quantisation configs, as aiconfigurator-core
+    # 0.12's `sdk/models/deepseek.py` reads them): only the experts and the MLPs run in fp4.
+    attention: str | None = None
 
     @property
     def tables(self) -> str:
@@ -248,7 +253,9 @@ def validate_inference(run: InferenceRun) -> None:
                 f"{e} must divide tensor ({t}), or be a multiple of it that divides tensor × data ({t * par.data})",
             )
     hw = run.system.hardware
-    for name, dtype in (("activations", prec.activations),):
+    for name, dtype in (("activations", prec.activations), ("attention", prec.attention)):
+        if dtype is None:
+            continue
         try:
             hw.matrix_peak(dtype)
         except ValueError as err:

@@ -62,6 +62,7 @@ class LayerOps:
         self.w_factor = dtype_bytes(prec.weights) / self.s_act
         self.table_factor = dtype_bytes(prec.tables) / self.s_act
         self.kv_factor = dtype_bytes(prec.kv_cache) / self.s_act
+        self.attn_dtype = prec.attention  # None: the attention projections as every linear layer
         self.d, self.hd = float(m.hidden), float(m.head_dim)
         self.h_dev, self.kvh_dev = m.heads / self.t, kv_heads_per_device(m, self.t)
         self.g = 2.0 if m.gated else 1.0
@@ -89,7 +90,7 @@ class LayerOps:
         self.embedding()
         self.norm("attention_norm", self.layers)
         attention_out = self.attention() if self.m.mla is None else self.latent_attention()
-        self.linear("output_projection", self.d, attention_out, self.layers, (*self.bias, "residual"))
+        self.linear("output_projection", self.d, attention_out, self.layers, (*self.bias, "residual"), attention=True)
         if not self.fused:
             self.residual_add(self.layers)
         self.tensor_parallel_all_reduce()
@@ -115,16 +116,19 @@ class LayerOps:
     def linear(
         self, name: str, n: Array | float, k: Array | float, count: float, epilogue: tuple[str, ...] = (),
         out: float = 1.0, rows: Array | None = None, batch: Array | float = 1.0, weight: float | None = None,
-        index: IntArray | None = None,
+        index: IntArray | None = None, attention: bool = False,
     ) -> None:  # fmt: skip
-        """y = x·W: a matmul whose B operand (the weights) is read at the weight dtype's size."""
+        """y = x·W: a matmul whose B operand (the weights) is read at the weight dtype's size. An attention
+        projection (`attention`) runs at `Precision.attention`, its weights stored at that type, where one is set."""
         mm = self.tok if rows is None else rows
         sizes = {name_: _full(value, mm.shape) for name_, value in (("m", mm), ("n", n), ("k", k), ("batch", batch))}
-        adjust: tuple[tuple[str, float], ...] = (("b_operand", self.w_factor if weight is None else weight),)
+        dtype = self.attn_dtype if attention and self.attn_dtype is not None else self.act
+        factor = self.w_factor if dtype == self.act else 1.0
+        adjust: tuple[tuple[str, float], ...] = (("b_operand", factor if weight is None else weight),)
         if out != 1.0:
             adjust = (*adjust, ("out", out))
         epi = tuple(e for e in epilogue if self.fused or e == "bias")  # eager linear layers add their bias (addmm)
-        static = {"dtype": self.act, "epilogue": epi, "fuse_epilogue": True}
+        static = {"dtype": dtype, "epilogue": epi, "fuse_epilogue": True}
         self.ps.add(name, self.call("matmul", sizes, static, self.inv if index is None else index, adjust), count)
 
     def vector(self, name: str, op: str, count: float, static: dict[str, Any], **sizes: Array | float) -> None:
@@ -170,7 +174,8 @@ class LayerOps:
 
     def attention(self) -> float:
         """QKV (heads split over the tensor group), rotary, attention; the width of the attention's output."""
-        self.linear("qkv_projection", (self.h_dev + 2 * self.kvh_dev) * self.hd, self.d, self.layers, self.bias)
+        qkv = (self.h_dev + 2 * self.kvh_dev) * self.hd
+        self.linear("qkv_projection", qkv, self.d, self.layers, self.bias, attention=True)
         if self.m.rotary and not self.fused:  # fused: applied inside the attention kernel (its FLOPs are negligible)
             heads = self.h_dev + self.kvh_dev
             self.vector("rotary", "rotary", self.layers, {}, tokens=self.tok, heads=heads, head_dim=self.hd)
@@ -188,18 +193,20 @@ class LayerOps:
         assert a is not None
         qk = float(a.nope_dim + a.rope_dim)
         if a.q_lora_rank:
-            self.linear("q_down_projection", float(a.q_lora_rank), d, layers)
+            self.linear("q_down_projection", float(a.q_lora_rank), d, layers, attention=True)
             self.norm("q_norm", layers, cols=float(a.q_lora_rank))
-        self.linear("q_up_projection", h_dev * qk, float(a.q_lora_rank or d), layers)
-        self.linear("kv_down_projection", float(a.latent), d, layers)
+        self.linear("q_up_projection", h_dev * qk, float(a.q_lora_rank or d), layers, attention=True)
+        self.linear("kv_down_projection", float(a.latent), d, layers, attention=True)
         self.norm("kv_norm", layers, cols=float(a.kv_lora_rank))
         if m.rotary and not self.fused:
             self.vector("rotary", "rotary", layers, {}, tokens=self.tok, heads=h_dev + 1.0, head_dim=float(a.rope_dim))
         if self.prefill:
-            self.linear("kv_up_projection", h_dev * (a.nope_dim + a.v_dim), float(a.kv_lora_rank), layers)
+            self.linear(
+                "kv_up_projection", h_dev * (a.nope_dim + a.v_dim), float(a.kv_lora_rank), layers, attention=True
+            )
             self.attend(h_dev, h_dev, qk, float(a.v_dim), 1.0, 1.0)
         else:
-            self.linear("q_absorb", float(a.kv_lora_rank), float(a.nope_dim), layers, batch=h_dev)
+            self.linear("q_absorb", float(a.kv_lora_rank), float(a.nope_dim), layers, batch=h_dev, attention=True)
             latent, lora = float(a.latent), float(a.kv_lora_rank)
             # More heads than a packed decode group (attention data parallelism: all heads on each device): the
             # op's packed groups of `DECODE_MAX_PACKED_GROUP` heads keep the FLOPs and the tiles, and the latent's
@@ -208,7 +215,7 @@ class LayerOps:
             reads = float(np.ceil(h_dev / MLA_DECODE_TILE_HEADS)) / groups if groups > 1.0 else 1.0
             kv_read = self.kv_factor * reads
             self.attend(h_dev, groups, latent, lora, kv_read, kv_read * latent / (latent + lora))
-            self.linear("v_absorb", float(a.v_dim), lora, layers, batch=h_dev)
+            self.linear("v_absorb", float(a.v_dim), lora, layers, batch=h_dev, attention=True)
         return h_dev * a.v_dim
 
     def attend(

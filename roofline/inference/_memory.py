@@ -115,7 +115,8 @@ def expert_shard(m: Transformer, par: Parallelism) -> float:
 def weights_per_device(m: Transformer, par: Parallelism, prec: Precision) -> float:
     """Weight bytes on the busiest pipeline stage: its layers' matrices split over the tensor group (KV
     projections replicated when kv_heads < tensor), norms replicated, the vocabulary split over the tensor group
-    (Megatron's vocabulary-parallel embedding), the input table on the first stage and the LM head on the last."""
+    (Megatron's vocabulary-parallel embedding), the input table on the first stage and the LM head on the last. The
+    attention matrices at `Precision.attention` where one is set."""
     t, w, tab = par.tensor, dtype_bytes(prec.weights), dtype_bytes(prec.tables)
     d, hd = m.hidden, m.head_dim
     attn_matrices = (d * m.heads * hd * 2) / t + 2 * d * hd * kv_heads_per_device(m, t)
@@ -123,7 +124,8 @@ def weights_per_device(m: Transformer, par: Parallelism, prec: Precision) -> flo
         replicated, split = _mla_params(m)
         attn_matrices = replicated + split / t
     attn_bias = ((m.heads + 2 * m.kv_heads) * hd / t + d) if m.bias else 0.0
-    layer_fixed = attn_matrices * w + (attn_bias + 2 * _norm_params(m)) * tab
+    attn_w = w if prec.attention is None else dtype_bytes(prec.attention)
+    layer_fixed = attn_matrices * attn_w + (attn_bias + 2 * _norm_params(m)) * tab
     dense_ffn = _ffn_params(m, m.ffn) / t * w
     if m.moe is not None:
         routed, shared, router = _moe_layer_params(m)

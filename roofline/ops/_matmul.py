@@ -14,8 +14,8 @@ from roofline._kernels import Kernel, arr
 from roofline._num import Bool
 from roofline.ops._memory_bound import elementwise_kernel
 from roofline.ops._precision import matmul_rate
+from roofline.ops._quantize import BLOCK_SCALED_FP4_K_TILE, quantize_input
 from roofline.ops._quantize import quantization as _quantization
-from roofline.ops._quantize import quantize_input
 
 # Matmul tiles are the output tiles a library picks among; waves are rounds of tiles over the compute units
 # (NVIDIA, "Matrix Multiplication Background", dimension quantization; seed 002's 1792 → 1793 example).
@@ -71,9 +71,11 @@ class _TileSearch:
 
     def __init__(
         self, hw: Hardware, peak: float, s_in: float, s_out: float, pairs: list[tuple[int, int]],
-        splits: tuple[int, ...] = SPLIT_K,
+        splits: tuple[int, ...] = SPLIT_K, k_tile: float = 0.0,
     ) -> None:  # fmt: skip
         self.launch_s, self.peak, self.s_in, self.s_out, self.pairs = hw.launch_s, peak, s_in, s_out, pairs
+        # A product whose main loop waits `step_s` per `k_tile`-deep k-tile (a block-scaled fp4 product); 0: none.
+        self.k_tile, self.step_s = k_tile, (hw.block_scaled_step_s if k_tile > 0.0 else 0.0)
         self.splits, self.split_grid = splits, np.asarray(splits, dtype=np.float64)
         self.slots = hw.units * hw.concurrent_tiles_per_unit
         self.bw = hw.memory_bytes_per_s * hw.eff_memory
@@ -95,8 +97,11 @@ class _TileSearch:
         depth = xp.ceil(k / split)
         tiles = out_tiles * split
         waves = xp.ceil(tiles / slots)
-        # One wave: every slot computes a tm × tn tile over its k slice (2·tm·tn·depth FLOPs) at peak / slots.
+        # One wave: every slot computes a tm × tn tile over its k slice (2·tm·tn·depth FLOPs) at peak / slots, and
+        # never faster than its k-tiles' waits.
         seconds = waves * slots * 2.0 * tm * tn * depth / (self.peak * eff)
+        if self.step_s > 0.0:
+            seconds = xp.maximum(seconds, waves * xp.ceil(depth / self.k_tile) * self.step_s)
         is_split = split > 1
         out_size = xp.where(is_split, PARTIAL_BYTES, self.s_out)
         tile_bytes = (tm + tn) * xp.minimum(depth, K_STEP) * s_in + tm * tn * out_size
@@ -212,6 +217,7 @@ def matmul(
     before: list[Kernel] = []
     splits: tuple[int, ...] = SPLIT_K
     min_tile_m = 0
+    product = dtype  # the type the product runs at
     if quantization == "none":
         s_in = s_weight = dtype_bytes(dtype)
         s_packed = value_bytes(dtype)
@@ -227,11 +233,15 @@ def matmul(
         peak, unit = hw.matrix_peak(product)
         algorithm, efficiency_key = quantization, (q.efficiency if q.quantizes_input else product)
         splits, min_tile_m = (SPLIT_K if q.split_k else SPLIT_K[:1]), q.min_tile_m
+    k_tile = float(BLOCK_SCALED_FP4_K_TILE.get(hw.architecture or "", 0)) if product == "fp4" else 0.0
+    if k_tile > 0.0:  # a 4-bit product runs as NVFP4 does, quantised input or not: no split-K, 128-row tiles
+        nvfp4 = _quantization("nvfp4")
+        splits, min_tile_m = SPLIT_K[:1], max(min_tile_m, nvfp4.min_tile_m)
     # Rows are aligned by their packed values (an NVFP4 row's scales are stored apart).
     aligned = _aligned(k, s_packed, hw.alignment_bytes) & _aligned(n, s_packed, hw.alignment_bytes)
     eff = hw.matmul_efficiency(efficiency_key) * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
     pairs = [tile] if tile is not None else [t for t in hw.tiles if t[0] >= min_tile_m] or [max(hw.tiles)]
-    search = _TileSearch(hw, peak, s_in, s_out, pairs, splits)
+    search = _TileSearch(hw, peak, s_in, s_out, pairs, splits, k_tile)
     slots = search.slots
     point = _num.is_point(m, n, k, b)
     tile_m, tile_n, split_k = search.pick(m, n, k, b, eff, point)
@@ -258,6 +268,7 @@ def matmul(
         unit=unit,
         consumes_whole_input=True,
         exposed_s=exposed_s,
+        operand_stream=True,
         launches=_num.where(split_k > 1, 2.0, 1.0),
         extra={**best, "wave_efficiency": wave_eff, "aligned": _num.where(aligned, 1.0, 0.0), "exposed_s": exposed_s},
         assumptions={"tile_choice": "fixed" if tile is not None else "fastest candidate", "algorithm": str(algorithm)},

@@ -44,6 +44,16 @@ class Quantization:
     quantizes_input: bool = True  # False: weight-only (the input stays 16-bit, dequantised weights in the kernel)
 
 
+# A 4-bit product on a GPU with fp4 matrix units is block-scaled (NVFP4 or MXFP4: the tensor cores take e2m1 values
+# only with their scales); its main loop waits `Hardware.block_scaled_step_s` for every k-tile. The k depth of a
+# block-scaled fp4 product's k-tile per architecture, from CUTLASS's kernel generator (nvidia-cutlass
+# 4.2.0, `cutlass_library/generator.py`): sm_100's `GenerateSM100_TensorOp_fp4_UMMA_gemm_with_block_scaled` builds
+# every tile 4 instructions deep, `assert math_inst.instruction_shape[2] * 4 == 256`; sm_120's
+# `GenerateSM120_TensorOp_fp4_UMMA_gemm_with_block_scaled` lists tiles [128, 128, 128] (both schedules) and
+# [128, 128, 256]: the first, 128.
+BLOCK_SCALED_FP4_K_TILE: dict[str, int] = {"sm_100": 256, "sm_103": 256, "sm_120": 128, "sm_121": 128}
+
+
 QUANTIZATIONS: dict[str, Quantization] = {
     "fp8_tensor": Quantization("fp8", "fp8", 2.0, 1.0, None, 4.0, 2, 1.0, True),
     "fp8_block": Quantization("fp8", "fp8_block", 1.0, 1.0, 128.0, 4.0, 0, 1.0 + 4.0 / (128.0 * 128.0), False),

@@ -147,6 +147,8 @@ def aiconfigurator_generations(root: Path) -> list[Group]:
             found.extend(aiconfigurator_attention(base / f"{phase}_attention_perf.csv", phase, warm=True))
         for group in found:
             group.device = device
+            if group.family.startswith("gemm"):
+                group.scope = "aiconfigurator-gemm"  # the collector cycles weight copies (bench.validate's scope)
         groups.extend(found)
     return groups
 

@@ -214,3 +214,43 @@ def test_a_warm_cache_serves_a_kernel_that_fits_from_l2_and_no_slower_than_memor
     assert float(big.memory_s) == pytest.approx(50e-6, rel=1e-12)
     fast = replace(warm, memory_bytes_per_s=4e12)
     assert float(roofline.single([_tiled(8e6, 8e6)], fast, 1e13, 0.0).memory_s) == pytest.approx(4e-6, rel=1e-12)
+
+
+# --- a matrix product's operand stream (roofline.MATMUL_STREAM_EFFICIENCY, Hardware.warm_operands) ----------------
+
+
+def test_a_memory_bound_product_streams_its_operands_at_the_stream_fraction_of_a_copy() -> None:
+    """A decode-shaped product on a GPU of 1 TB/s (efficiencies 1, math 1e18 FLOP/s: memory-bound): m = 1,
+    n = k = 8192 in bf16 moves 2·(8192 + 8192² + 8192) B = 134 250 496 B. As a copy it would take 134.25 µs; the
+    product's stream reaches 0.90 of it (decision 0041): 149.17 µs. A TPU or CPU profile keeps the copy's rate, and a
+    re-derived fraction (`matmul_stream_efficiency`, bench.loo) replaces the shipped one. The elementwise kernel
+    after it (a streaming kernel, not a product) moves at the copy's rate."""
+    hw = roofline.Hardware(name="toy", units=100, matrix_flops_per_s={"bf16": 1e18}, vector_flops_per_s={"fp32": 1e18},
+                           memory_bytes_per_s=1e12, memory_capacity_bytes=80e9, launch_s=0.0, eff_matmul=1.0,
+                           eff_vector=1.0, eff_memory=1.0)  # fmt: skip
+    moved = 2.0 * (8192 + 8192 * 8192 + 8192)
+    assert roofline.MATMUL_STREAM_EFFICIENCY == 0.90
+    rederived = replace(hw, matmul_stream_efficiency=0.8)
+    for profile, rate in ((hw, 0.90e12), (replace(hw, kind="tpu"), 1e12), (rederived, 0.8e12)):
+        est = roofline.single(roofline.matmul(profile, 1, 8192, 8192), profile, 1e18, 0.0)
+        assert float(est.memory_s) == pytest.approx(moved / rate, rel=1e-9)
+    relu = roofline.single(roofline.matmul(hw, 1, 8192, 8192, epilogue=("relu",), fuse_epilogue=False), hw, 1e18, 0.0)
+    assert float(relu.memory_s) == pytest.approx(moved / 0.90e12 + 2 * 2 * 8192 / 1e12, rel=1e-6)
+
+
+def test_warm_operands_serve_only_the_products_from_l2() -> None:
+    """`warm_operands` (a GEMM benchmark that cycles a few weight copies): the product whose 8 + 8 MB fit the 40 MB L2
+    reads them at the L2's 100 × 1e9 × 19 B/s = 1.9 TB/s (8.42 µs) instead of 16 MB / (0.9 × 1 TB/s) = 17.8 µs; a
+    streaming kernel of the same bytes stays at device memory's 16 µs, as it does cold."""
+    hw = roofline.Hardware(name="toy", units=100, matrix_flops_per_s={"bf16": 1e15}, vector_flops_per_s={"fp32": 1e13},
+                           memory_bytes_per_s=1e12, memory_capacity_bytes=80e9, launch_s=0.0, eff_matmul=1.0,
+                           eff_vector=1.0, eff_memory=1.0, cache_bytes=40e6, clock_hz=1e9,
+                           architecture="sm_80")  # fmt: skip
+    product = replace(_tiled(8e6, 8e6), operand_stream=True)
+    stream = replace(_tiled(8e6, 8e6), access_bytes=16.0)
+    cold, warm = hw, replace(hw, warm_operands=True)
+    assert float(roofline.single([product], cold, 1e13, 0.0).memory_s) == pytest.approx(16e6 / 0.9e12, rel=1e-12)
+    assert float(roofline.single([product], warm, 1e13, 0.0).memory_s) == pytest.approx(16e6 / 1.9e12, rel=1e-12)
+    assert float(roofline.single([stream], warm, 1e13, 0.0).memory_s) == pytest.approx(
+        float(roofline.single([stream], cold, 1e13, 0.0).memory_s), rel=1e-12
+    )

@@ -7,19 +7,20 @@ import pytest
 
 import roofline as rl
 
+# The seeds' devices are ideal: every stream, a product's operands too, at the full bandwidth.
 # The seeds' own A100: 312 TFLOP/s bf16, 108 SMs, 256×128 tiles (seed 002), 1935 GB/s (seed 004).
 A100 = rl.Hardware(
     name="seed A100", units=108, matrix_flops_per_s={"bf16": 312e12, "fp16": 312e12},
     vector_flops_per_s={"fp32": 19.5e12}, memory_bytes_per_s=1935e9, memory_capacity_bytes=80e9, launch_s=0.0,
     eff_matmul=1.0, eff_vector=1.0, eff_memory=1.0, cache_bytes=40e6, local_bytes_per_unit=164e3,
-    tiles=((256, 128),),
+    tiles=((256, 128),), matmul_stream_efficiency=1.0,
 )  # fmt: skip
 
 # A device so fast at math that every op below is memory-bound: the seed 000 exercise assumes that regime.
 MEMORY_BOUND = rl.Hardware(
     name="memory-bound", units=1000, matrix_flops_per_s={"bf16": 1e18}, vector_flops_per_s={"fp32": 1e18},
     memory_bytes_per_s=1e12, memory_capacity_bytes=1e12, launch_s=0.0, eff_matmul=1.0, eff_vector=1.0,
-    eff_memory=1.0, tiles=((128, 128),),
+    eff_memory=1.0, tiles=((128, 128),), matmul_stream_efficiency=1.0,
 )  # fmt: skip
 
 

@@ -167,6 +167,7 @@ def test_a_sweep_is_the_grid_in_order(client: TestClient) -> None:
         ({"parallelism": {"tensor": 3}}, "body.parallelism.tensor"),
         ({"parallelism": {"expert": 2}}, "body.parallelism.expert"),
         ({"hardware": "a100-sxm-80gb", "dtypes": {"activations": "fp8"}}, "body.dtypes.activations"),
+        ({"hardware": "a100-sxm-80gb", "dtypes": {"attention": "fp4"}}, "body.dtypes.attention"),
         ({"devices": 6, "parallelism": {"tensor": 4}}, "body.devices"),
         ({"devices": 8, "parallelism": {"tensor": 4, "data": 1}}, "body.devices"),
         ({"workload": {"batch": 1, "prompt_tokens": 10}}, "body.workload"),
@@ -264,6 +265,25 @@ def test_deepseek_v3_runs_with_latent_attention(client: TestClient) -> None:
     assert r["warnings"] == []
     fields = rejected(client.post("/v1/estimate/inference", json={**body, "attention": {"kind": "mqa"}}))
     assert fields == ["body.attention"]
+
+
+def test_an_nvfp4_deepseek_keeps_its_attention_in_bf16(client: TestClient) -> None:
+    """`dtypes.attention`: DeepSeek-R1's NVFP4 checkpoint on 8 B200s keeps self-attention in bf16. Every layer's
+    attention matrices (187 107 328 parameters; the latent's down projections and norms, 7168·1536 + 7168·576 + 2048,
+    on every device, the rest split 8 ways) are stored at 2 bytes instead of NVFP4's 0.5625."""
+    body = {
+        "model": "deepseek-v3",
+        "hardware": "b200",
+        "parallelism": {"tensor": 8},
+        "workload": {"batch": 4, "prompt_tokens": 1000, "output_tokens": 25},
+        "dtypes": {"weights": "fp4", "activations": "fp4", "kv_cache": "fp8"},
+    }
+    fp4 = post(client, body)
+    kept = post(client, {**body, "dtypes": {**body["dtypes"], "attention": "bf16"}})
+    replicated = 7168 * 1536 + 7168 * 576 + 1536 + 512
+    split = 1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168
+    grown = kept["memory"]["weights_bytes"] - fp4["memory"]["weights_bytes"]
+    assert grown == pytest.approx(61 * (replicated + split / 8) * (2 - 0.5625), rel=1e-9)
 
 
 def test_a_run_carries_its_prediction_interval(client: TestClient) -> None:

@@ -11,7 +11,7 @@ import roofline
 import roofline.inference as inf
 from tests.roofline.inference import rows
 from tests.roofline.models import MODELS
-from tests.roofline.profiles import system, topologies
+from tests.roofline.profiles import H200, system, topologies
 
 
 def test_tensor_parallelism_splits_weights_and_heads_and_adds_two_all_reduces_per_layer() -> None:
@@ -102,3 +102,28 @@ def test_deepseek_v3_decode_with_all_heads_on_a_device_reads_the_latent_once() -
     # Before: a masked-MHA block per head read the latent 128 times (125 times the bytes of tensor 8, 12.5 times the
     # time); now the time grows with the FLOPs' compute share only.
     assert wide["attention"].time_s < 2 * narrow["attention"].time_s
+
+
+def test_an_nvfp4_checkpoint_that_keeps_attention_in_bf16() -> None:
+    """`Precision.attention`: DeepSeek-R1's NVFP4 checkpoint keeps its self-attention block in bf16. Tensor 8, one
+    decode step of 4 sequences: the output projection (16 heads × 128 values → 7168) reads 16·128·7168 weights at 2
+    bytes (29 360 128 B a layer) instead of NVFP4's 0.5625 (8 257 536 B), the FFN (a dense layer's 18 432-wide gated
+    up projection) stays at NVFP4's bytes, and the weights on a device grow by the attention's 187 107 328 parameters a
+    layer (the latent's down projections replicated, the rest split 8 ways) at 2 − 0.5625 bytes more each."""
+    model = MODELS["deepseek-v3"]
+    fp4_h200 = replace(H200, matrix_flops_per_s={**H200.matrix_flops_per_s, "fp4": 4 * 989e12})  # a rate to run at
+    run = inf.InferenceRun(
+        model, system("h200-sxm", fp4_h200), inf.Workload.uniform(4, 1023, 2), inf.Parallelism(tensor=8),
+        inf.Precision("fp4", "fp4", "fp8"),
+    )  # fmt: skip
+    kept = replace(run, precision=inf.Precision("fp4", "fp4", "fp8", attention="bf16"))
+    fp4, bf16 = (rows(inf.estimate_inference(r).decode) for r in (run, kept))
+    o_weights = 16 * 128 * 7168
+    o_io = 4 * 16 * 128 + 2 * 4 * 7168  # its input, its output and the residual its epilogue adds (4 tokens)
+    assert fp4["output_projection"].bytes == pytest.approx(61 * (o_weights * 0.5625 + o_io * 0.5625), rel=1e-9)
+    assert bf16["output_projection"].bytes == pytest.approx(61 * (o_weights * 2 + o_io * 2), rel=1e-9)
+    assert bf16["ffn_up"].bytes == fp4["ffn_up"].bytes
+    down = 7168 * 1536 + 7168 * 576 + 1536 + 512  # q and kv down projections and their norms: on every device
+    split = 1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168  # q up, kv up, output: split over 8
+    grown = inf.estimate_inference(kept).memory.weights_bytes - inf.estimate_inference(run).memory.weights_bytes
+    assert grown == pytest.approx(61 * (down + split / 8) * (2 - 0.5625), rel=1e-9)

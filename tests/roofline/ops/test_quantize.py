@@ -92,3 +92,21 @@ def test_block_scaled_products_never_split_k_and_nvfp4_tiles_are_128_rows_high()
     fp4 = main_kernel(roofline.matmul(B200_LIKE, 16, 512, 65536, dtype="bf16", quantization="nvfp4"))
     assert float(fp4.extra["tile_m"]) >= 128
     assert math.isclose(float(fp4.extra["tiles"]), math.ceil(512 / float(fp4.extra["tile_n"])))
+
+
+def test_a_block_scaled_fp4_product_waits_for_every_k_tile() -> None:
+    """NVFP4 on sm_100 (k-tiles 256 deep, CUTLASS's generator) and sm_120 (128 deep), each k-tile waiting 0.75 of the
+    650 ns memory latency (`BLOCK_SCALED_STEP_LATENCY`, decision 0042). m = 1, n = 512, k = 65 536: one wave of
+    128-row tiles whose math is nothing, so the product takes 65 536 / 256 · 0.75 · 650 ns = 124.8 µs on sm_100 and
+    twice that, 249.6 µs, on sm_120 (aiconfigurator measured 127.4 µs on B200, 244.4 µs on RTX Pro 6000, the
+    call's quantise kernel and fixed costs included). A plain fp4 product runs as NVFP4 (no split-K) and waits the
+    same; on an architecture without block-scaled fp4 tiles it splits k 64 ways and has no wait: a few µs."""
+    assert roofline.BLOCK_SCALED_STEP_LATENCY == 0.75
+    for arch, seconds in (("sm_100", 124.8e-6), ("sm_120", 249.6e-6)):
+        hw = replace(B200_LIKE, architecture=arch, memory_latency_s=650e-9)
+        product = main_kernel(roofline.matmul(hw, 1, 512, 65536, dtype="bf16", quantization="nvfp4"))
+        assert float(product.matrix_s) == pytest.approx(seconds, rel=1e-12)
+        plain = main_kernel(roofline.matmul(hw, 1, 512, 65536, dtype="fp4"))
+        assert float(plain.matrix_s) == pytest.approx(seconds, rel=1e-12)
+    other = replace(B200_LIKE, architecture="sm_90", memory_latency_s=650e-9)
+    assert float(main_kernel(roofline.matmul(other, 1, 512, 65536, dtype="fp4")).matrix_s) < 10e-6
