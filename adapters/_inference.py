@@ -198,6 +198,7 @@ def inference_run(
         attention=str(implementation.attention),
         fused=implementation.fused,
         decode_samples=implementation.decode_samples,
+        tensor_all_reduce=str(implementation.all_reduce),
     )
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import roofline
 from roofline.serving import EngineSpec
-from schemas.inference import Dtypes, InferenceDtype
+from schemas.inference import AllReduceImpl, Dtypes, InferenceDtype
 from schemas.models import ModelSpec
 from schemas.plan import Role
 from schemas.serving import EngineOptions, KvPolicy, SchedulerKind
@@ -89,6 +89,9 @@ def _notes(model: ModelSpec, engine: EngineOptions, dtypes: Dtypes, shapes: tupl
                      "host names in the configuration")  # fmt: skip
     if model.moe is None and any(s.expert > 1 for s in shapes):
         notes.append("expert parallelism on a dense model has no effect")
+    if engine.all_reduce is AllReduceImpl.library:
+        notes.append("NCCL all-reduce: vLLM's command disables its custom all-reduce; TensorRT-LLM's options leave "
+                     "its all-reduce strategy at its default (its own kernels): set it to NCCL")  # fmt: skip
     return notes
 
 
@@ -109,6 +112,8 @@ def _vllm(ckpt: str, engine: EngineOptions, dtypes: Dtypes, s: Shape, spec: Engi
         args += ["--kv-cache-dtype", "fp8"]
     if not engine.cuda_graphs:
         args.append("--enforce-eager")
+    if engine.all_reduce is AllReduceImpl.library:
+        args.append("--disable-custom-all-reduce")  # vLLM 0.33 `engine/arg_utils.py`
     if s.role is not Role.aggregated:
         args += ["--kv-transfer-config", NIXL]
     return shlex.join(args)

@@ -37,7 +37,8 @@ def _engine(
 ) -> EngineSpec:  # fmt: skip
     run = inference_run(
         model, system, roofline.Workload.uniform(1, 1, 1),
-        roofline.Parallelism(par.tensor, par.pipeline, par.attention_data, par.expert), body.dtypes, Implementation(),
+        roofline.Parallelism(par.tensor, par.pipeline, par.attention_data, par.expert), body.dtypes,
+        Implementation(all_reduce=opts.all_reduce),
     )  # fmt: skip
     try:
         roofline.validate_inference(run)

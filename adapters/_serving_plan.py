@@ -114,7 +114,8 @@ def _spec(
     if run is None:
         run = inference_run(
             model, system, roofline.Workload.uniform(1, 1, 1),
-            roofline.Parallelism(tensor=u.tensor, pipeline=u.pipeline, expert=u.expert), c.dtypes, Implementation(),
+            roofline.Parallelism(tensor=u.tensor, pipeline=u.pipeline, expert=u.expert), c.dtypes,
+            Implementation(all_reduce=body.engine.all_reduce),
         )  # fmt: skip
         roofline.validate_inference(run)
         devices = u.tensor * u.pipeline

@@ -337,6 +337,7 @@ def derive(f: Facts, devices: set[str]) -> Constants:
 
     llm = {series: {d: v[series] for d, v in f.llmcompass_min_s.items() if series in v} for series in _LLM_SERIES}
     step = _pick(f.fp4_step_fraction, devices, "block_scaled_step_latency", src)
+    stream = _pick(f.stream_fraction, devices, "matmul_stream_efficiency", src)
     narrow = dict(roofline.NARROW_MATMUL_EFFICIENCY)
     for key, per_device in f.narrow_ratio.items():
         value = _pick(per_device, devices, f"narrow_matmul_efficiency.{key}", src)
@@ -355,9 +356,8 @@ def derive(f: Facts, devices: set[str]) -> Constants:
         memory_latency_s=need(_pick(f.latency_s, devices, "memory_latency_s", src), "memory_latency_s"),
         xla_floor_s=_pick(f.xla_min_s, devices, "xla_floor_s", src),
         narrow_matmul_efficiency=tuple(sorted(narrow.items())),
-        matmul_stream_efficiency=round(
-            need(_pick(f.stream_fraction, devices, "matmul_stream_efficiency", src), "matmul_stream_efficiency"), 2
-        ),
+        # Without a device with cold decode-shaped GEMMs the shipped fraction stands.
+        matmul_stream_efficiency=round(stream, 2) if stream is not None else roofline.MATMUL_STREAM_EFFICIENCY,
         # Without a device with NVFP4 rows (the A100 alone) the shipped fraction stands: no product it predicts waits.
         block_scaled_step_latency=round(step, 2) if step is not None else roofline.BLOCK_SCALED_STEP_LATENCY,
         sources=src,

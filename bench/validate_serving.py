@@ -125,7 +125,11 @@ def _engine(model: str, device: str, precision: str, backend: str, tp: int, adp:
     prec = PRECISIONS[precision]
     if precision == "fp4" and model in FP4_ATTENTION_BF16:
         prec = replace(prec, attention="bf16")
-    run = roofline.InferenceRun(m, _systems()[dev], roofline.Workload.uniform(1, 1, 1), par, prec)
+    # Every backend runs its own all-reduce kernels by default (TensorRT-LLM's AUTO strategy, vLLM's and SGLang's
+    # custom all-reduce): `tensor_all_reduce="custom"`.
+    run = roofline.InferenceRun(
+        m, _systems()[dev], roofline.Workload.uniform(1, 1, 1), par, prec, tensor_all_reduce="custom"
+    )
     try:
         roofline.validate_inference(run)
     except roofline.InferenceConfigError as err:

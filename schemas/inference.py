@@ -140,6 +140,11 @@ class AttentionOverride(InputModel):
         return self
 
 
+class AllReduceImpl(StrEnum):
+    library = "library"
+    custom = "custom"
+
+
 class Implementation(InputModel):
     attention: AttentionImpl = Field(
         default=AttentionImpl.flash,
@@ -154,6 +159,12 @@ class Implementation(InputModel):
         default=2048,
         description="Decode steps evaluated one by one up to this many; beyond, this many evenly spaced steps "
         "with the steps between them interpolated (exactly summed).",
+    )
+    all_reduce: AllReduceImpl = Field(
+        default=AllReduceImpl.library,
+        description="The tensor-parallel all-reduce. library: the collective library's fastest algorithm (NCCL's "
+        "ring or in-switch reduction); custom: a serving engine's own one-shot/two-shot kernels over NVLink for "
+        "messages under 2 MiB (TensorRT-LLM, vLLM, SGLang), the library beyond and off NVLink.",
     )
 
 

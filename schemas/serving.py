@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 from schemas import limits
 from schemas.common import InputModel, PositiveFloat
 from schemas.estimates import EstimateContext
-from schemas.inference import Degree, Dtypes, ModelRef, PlainPaths, Tokens
+from schemas.inference import AllReduceImpl, Degree, Dtypes, ModelRef, PlainPaths, Tokens
 
 
 class SchedulerKind(StrEnum):
@@ -71,6 +71,12 @@ class EngineOptions(InputModel):
     )
     iteration_overhead_s: Annotated[float, Field(ge=0, le=1)] = Field(
         default=0.0, description="Host time per iteration not hidden behind the device (scheduling, sampling)."
+    )
+    all_reduce: AllReduceImpl = Field(
+        default=AllReduceImpl.custom,
+        description="The tensor-parallel all-reduce. custom (the engines' default: TensorRT-LLM's AUTO strategy, "
+        "vLLM's and SGLang's custom all-reduce): one-shot/two-shot kernels over NVLink for messages under 2 MiB, "
+        "NCCL beyond and off NVLink; library: NCCL's always (vLLM --disable-custom-all-reduce).",
     )
 
 

@@ -39,6 +39,7 @@ from roofline.inference._config import (
     validate_inference,
 )
 from roofline.inference._decode import linear_weights
+from roofline.inference._evaluation import CUSTOM_ALL_REDUCE_MAX_BYTES
 from roofline.inference._memory import kv_bytes_per_sequence, parameter_count, touched_experts, weights_per_device
 from roofline.inference._results import (
     COMMUNICATION,
@@ -53,6 +54,7 @@ from roofline.inference._run import estimate_inference, estimate_inferences
 
 __all__ = [
     "COMMUNICATION",
+    "CUSTOM_ALL_REDUCE_MAX_BYTES",
     "PIPELINE_BUBBLE",
     "Corrected",
     "Corrector",

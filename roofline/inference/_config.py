@@ -208,6 +208,9 @@ class Workload:
         return int(self.weights.sum())
 
 
+TENSOR_ALL_REDUCES = ("library", "custom")
+
+
 @dataclass(frozen=True)
 class InferenceRun:
     model: Transformer
@@ -218,6 +221,11 @@ class InferenceRun:
     attention: str = "flash"  # or "naive": scores, softmax and values as three kernels (eager PyTorch)
     fused: bool = True  # bias, activation and residual in the matmul epilogues; rotary inside attention
     decode_samples: int = 2048  # decode steps evaluated one by one up to this many; sampled beyond
+    # The tensor-parallel all-reduce: "library", the collective library's fastest algorithm (NCCL's ring or in-switch
+    # reduction); "custom", the serving engines' own one-shot/two-shot kernels ("direct") over an NVLink switch for
+    # messages under `roofline.CUSTOM_ALL_REDUCE_MAX_BYTES`, the library beyond and off NVLink (TensorRT-LLM's
+    # AllReduceStrategy AUTO, vLLM's and SGLang's custom all-reduce, each on by default).
+    tensor_all_reduce: str = "library"
 
 
 def validate_inference(run: InferenceRun) -> None:
@@ -270,5 +278,10 @@ def validate_inference(run: InferenceRun) -> None:
         raise InferenceConfigError("workload", "needs at least one request, with prompt and output lengths")
     if np.any(wl.prompt_tokens < 1) or np.any(wl.output_tokens < 1) or np.any(wl.weights < 1):
         raise InferenceConfigError("workload", "prompt and output lengths are at least 1")
+    if run.tensor_all_reduce not in TENSOR_ALL_REDUCES:
+        raise InferenceConfigError(
+            "implementation.all_reduce",
+            f"unknown all-reduce {run.tensor_all_reduce!r}; known: {', '.join(TENSOR_ALL_REDUCES)}",
+        )
     if run.attention not in ("flash", "naive"):
         raise InferenceConfigError("implementation.attention", f"unknown attention implementation {run.attention!r}")

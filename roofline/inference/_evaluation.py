@@ -13,7 +13,7 @@ import numpy as np
 from roofline._hardware import Hardware
 from roofline._kernels import Kernel, single
 from roofline._num import Array
-from roofline.collectives import Topology, collective, fabric_class
+from roofline.collectives import Switch, Topology, collective, fabric_class, with_link
 from roofline.inference._config import Corrector, InferenceConfigError, IntArray, OpGroup, System
 from roofline.intervals import COLLECTIVE, IntervalTable, collective_regime, family, regime
 from roofline.ops import activation, attention, elementwise, embedding, layernorm, matmul, moe, rotary, softmax
@@ -111,6 +111,9 @@ class CollectiveCall:
     method: IntArray = field(default_factory=lambda: _NO_METHOD)
     label: str = ""
     band: tuple[Array, Array] | None = None  # factors p10 / time and p90 / time per message (None: no table)
+    # "auto": the collective library's fastest algorithm; "custom": an engine's own all-reduce kernels (`custom_s`).
+    algorithm: str = "auto"
+    launch_s: float = 0.0  # the custom kernels' launch (the device's kernel launch)
 
     def seconds(self, term: int) -> Array:
         if term == RAW_TIME:
@@ -118,6 +121,25 @@ class CollectiveCall:
         if term in (P10, P90) and self.band is not None:
             return self.time_s * self.band[term - P10]
         return self.time_s
+
+
+# TensorRT-LLM hands all-reduces of 2 MiB and more to NCCL: its all-reduce table equals NCCL's from there on
+# (aiconfigurator's A100 `custom_allreduce_perf.csv`; bench.validate_collectives' `CUSTOM_AR_NCCL_FROM`).
+CUSTOM_ALL_REDUCE_MAX_BYTES = float(2 << 20)
+
+
+def custom_s(op: str, messages: Array, topology: Topology, launch_s: float, library_s: Array) -> Array:
+    """An all-reduce as the serving engines run it (TensorRT-LLM's AllReduceStrategy AUTO, vLLM's and SGLang's
+    custom all-reduce): below `CUSTOM_ALL_REDUCE_MAX_BYTES` on an NVLink switch, one kernel in which every device
+    reads its peers' buffers (one-shot, or two-shot: reduce-scatter then all-gather), "direct", launched as a kernel
+    (`launch_s`); the library's time (`library_s`) beyond, and off NVLink (PCIe servers: TensorRT-LLM's table of L40S
+    and RTX Pro 6000 equals NCCL's). aiconfigurator's measured custom all-reduces under 2 MiB are 13-29 % faster than
+    this on A100, B200 and GB200, NCCL's algorithms 2.5 × slower (decision 0043)."""
+    if op != "all_reduce" or not isinstance(topology, Switch) or fabric_class(topology) != "scale_up":
+        return library_s
+    direct = collective(op, messages, with_link(topology, launch_s=launch_s), "direct").time_s
+    out: Array = np.where(messages < CUSTOM_ALL_REDUCE_MAX_BYTES, np.asarray(direct, dtype=np.float64), library_s)
+    return out
 
 
 class Evaluator:
@@ -133,16 +155,19 @@ class Evaluator:
         return call
 
     def collective(
-        self, system: System, op: str, devices: int, message_bytes: Array, dtype: str = "bf16"
-    ) -> CollectiveCall:
-        """Register a collective among `devices` devices of `system` at `message_bytes` (1-D)."""
+        self, system: System, op: str, devices: int, message_bytes: Array, dtype: str = "bf16",
+        algorithm: str = "auto",
+    ) -> CollectiveCall:  # fmt: skip
+        """Register a collective among `devices` devices of `system` at `message_bytes` (1-D); `algorithm` "custom":
+        an all-reduce as the serving engines run it (`custom_s`)."""
         if system.topology is None:
             raise InferenceConfigError(
                 "hardware", f"{system.hardware.name} has no interconnect for a {devices}-device {op}"
             )
         call = CollectiveCall(
-            system.topology, op, devices, message_bytes, self.owner, dtype, system.correct, system.intervals
-        )
+            system.topology, op, devices, message_bytes, self.owner, dtype, system.correct, system.intervals,
+            algorithm=algorithm, launch_s=system.hardware.launch_s,
+        )  # fmt: skip
         self.collective_calls.append(call)
         return call
 
@@ -155,7 +180,10 @@ class Evaluator:
         """Collectives of one kind on one topology and group size, at every message size at once."""
         coll_groups: dict[tuple[Any, ...], list[CollectiveCall]] = {}
         for coll in self.collective_calls:
-            key = (id(coll.topology), coll.op, coll.devices, coll.dtype, id(coll.correct), id(coll.intervals))
+            key = (
+                id(coll.topology), coll.op, coll.devices, coll.dtype, id(coll.correct), id(coll.intervals),
+                coll.algorithm, coll.launch_s,
+            )  # fmt: skip
             coll_groups.setdefault(key, []).append(coll)
         for colls in coll_groups.values():
             head = colls[0]
@@ -164,6 +192,8 @@ class Evaluator:
                 topology = head.topology(head.devices)
                 messages = np.concatenate([c.message_bytes for c in colls])
                 raw = np.asarray(collective(head.op, messages, topology).time_s, dtype=np.float64)
+                if head.algorithm == "custom":
+                    raw = custom_s(head.op, messages, topology, head.launch_s, raw)
             except ValueError as err:
                 field_ = {"all_reduce": "parallelism.tensor", "all_to_all": "parallelism.expert"}.get(
                     head.op, "parallelism.pipeline"

@@ -276,7 +276,9 @@ class LayerOps:
     def tensor_parallel_all_reduce(self) -> None:
         """Megatron: one all-reduce of the block's output after attention and one after the FFN."""
         if self.t > 1:
-            coll = self.ev.collective(self.run.system, "all_reduce", self.t, self.tok * self.d * self.s_act, self.act)
+            algorithm = "custom" if self.run.tensor_all_reduce == "custom" else "auto"
+            message = self.tok * self.d * self.s_act
+            coll = self.ev.collective(self.run.system, "all_reduce", self.t, message, self.act, algorithm)
             self.ps.comm["tensor_parallel_all_reduce"] = (coll, self.inv, 2.0 * self.layers)
 
     def dense_ffn(self) -> None:

@@ -25,6 +25,8 @@ def _facts() -> loo.Facts:
     f.vidur_shortest_s = {"a": 2e-6, "x": 1e-6}
     f.latency_s = {"a": 600e-9, "x": 700e-9}
     f.llmcompass_min_s = {"a": {"llmcompass": 13e-6, "llmcompass-layernorm": 52e-6, "llmcompass-gelu": 47e-6}}
+    f.stream_fraction = {"a": 0.80, "b": 0.90, "c": 0.95}
+    f.fp4_step_fraction = {"b": 0.70, "c": 0.80}
     return f
 
 
@@ -38,6 +40,9 @@ def test_each_constant_is_the_median_over_the_training_devices() -> None:
     assert c.memory_latency_s == pytest.approx(650e-9)
     assert c.llmcompass_call_s == pytest.approx(13e-6)
     assert c.sources["kernel_floor_s"] == "a, b"
+    assert c.matmul_stream_efficiency == pytest.approx(0.85)  # median(0.80, 0.90)
+    assert c.block_scaled_step_latency == pytest.approx(0.70)  # b alone has NVFP4 rows
+    assert c.sources["block_scaled_step_latency"] == "b"
 
 
 def test_a_constant_whose_only_device_is_held_out_has_no_value() -> None:
@@ -46,6 +51,11 @@ def test_a_constant_whose_only_device_is_held_out_has_no_value() -> None:
     assert c.llmcompass_call_s is None and c.llmcompass_gelu_call_s is None
     assert c.sources["llmcompass_call_s"] == "none"
     assert c.vidur_launch_s == pytest.approx(1e-6) and c.memory_latency_s == pytest.approx(700e-9)
+    # Nothing but x: the stream fraction and the fp4 wait fall back to the shipped ones.
+    bare = replace(_facts(), gemm_min_s={"x": 1e-6}, context_min_s={"x": 1e-5}, generation_min_s={"x": 1e-5})
+    only_x = loo.derive(bare, {"x"})
+    assert only_x.matmul_stream_efficiency == roofline.MATMUL_STREAM_EFFICIENCY
+    assert only_x.block_scaled_step_latency == roofline.BLOCK_SCALED_STEP_LATENCY
     scopes = validate.scopes_of(c)
     assert scopes["llmcompass-gelu"].launch_s == 5e-6  # the A100 profile's kernel_launch_s (seed 004's 5 µs)
     assert scopes["llmcompass-layernorm"].floor_s == 0.0
@@ -98,10 +108,10 @@ def test_the_shipped_constants_rebuild_the_shipped_scopes() -> None:
 
 def test_the_narrow_efficiencies_are_medians_over_the_training_devices_and_a_missing_key_keeps_its_value() -> None:
     f = _facts()
-    f.narrow_ratio = {"fp8": {"a": 0.7, "b": 0.8, "c": 0.9}, "fp4": {"c": 0.5}}
+    f.narrow_ratio = {"fp8": {"a": 0.7, "b": 0.8, "c": 0.9}, "fp8_block": {"c": 0.5}}
     c = dict(loo.derive(f, {"a", "b", "x"}).narrow_matmul_efficiency)
-    assert c["fp8"] == pytest.approx(0.75) and c["fp4"] == roofline.NARROW_MATMUL_EFFICIENCY["fp4"]
-    assert c["fp8_block"] == roofline.NARROW_MATMUL_EFFICIENCY["fp8_block"]
+    assert c["fp8"] == pytest.approx(0.75) and c["fp8_block"] == roofline.NARROW_MATMUL_EFFICIENCY["fp8_block"]
+    assert "fp4" not in c  # an fp4 product's rate is its k-tiles' wait (decision 0042), not a factor
 
 
 def test_a_narrow_ratio_is_the_achieved_share_of_peak_against_bf16_on_the_same_shapes() -> None:

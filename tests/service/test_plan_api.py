@@ -144,6 +144,14 @@ def test_the_export_is_what_the_engines_take(client: TestClient) -> None:
     assert 0 < options["kv_cache_config"]["free_gpu_memory_fraction"] <= 1
     assert options["kv_cache_config"]["tokens_per_block"] == 32
     assert export["trtllm_disaggregated_yaml"] is None
+    assert "--disable-custom-all-reduce" not in args  # the engines' own all-reduce, vLLM's default
+
+
+def test_an_nccl_all_reduce_is_exported_as_vllm_takes_it(client: TestClient) -> None:
+    best = plan(client, {**BASE, "engine": {"all_reduce": "library"}})["feasible"][0]
+    (vllm,) = best["export"]["vllm"]
+    assert "--disable-custom-all-reduce" in shlex.split(vllm["command"])
+    assert any("NCCL all-reduce" in note for note in best["export"]["notes"])
 
 
 def test_disaggregated_fleets_export_both_pools_and_the_router(client: TestClient) -> None:

@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+import roofline
 import roofline.inference as inf
 from tests.roofline.inference import rows
 from tests.roofline.models import MODELS
@@ -113,3 +114,32 @@ def test_a_corrector_sees_every_op_group_once_and_its_times_are_what_is_summed()
                 assert row.corrections and all(m == 1 and label.startswith("x2 ") for label, m in row.corrections)
         assert b.communication_s["tensor_parallel"] == pytest.approx(2 * a.communication_s["tensor_parallel"])
     assert got.decode_mean_step_s == pytest.approx(2 * (raw.decode_mean_step_s or 0.0), rel=1e-12)
+
+
+def test_an_engine_all_reduce_is_one_direct_kernel_under_2_mib_over_nvlink() -> None:
+    """`tensor_all_reduce="custom"`: one decode step's all-reduces (4 tokens × 8192 × 2 B = 64 KiB, under 2 MiB) run as
+    one direct kernel launched as the device's kernels are (5 µs on the H100 profile), under half NCCL's ring; the
+    prefill's (4 × 1024 × 8192 × 2 B = 64 MiB) stay the library's; the L4's PCIe server keeps the library's."""
+    assert inf.CUSTOM_ALL_REDUCE_MAX_BYTES == 2 * 1024 * 1024
+    calls = 2 * 80  # two all-reduces a layer; one decode step (2 output tokens: the prefill writes the first)
+    for slug, nvlink in (("h100-sxm", True), ("l4", False)):
+        hw = system(slug)
+        run = inf.InferenceRun(MODELS["llama-3-70b"], hw, inf.Workload.uniform(4, 1024, 2), inf.Parallelism(tensor=8))
+        custom = inf.estimate_inference(replace(run, tensor_all_reduce="custom"))
+        library = inf.estimate_inference(run)
+        topology = hw.topology(8)
+        for message, phase in ((4 * 8192 * 2.0, "decode"), (4 * 1024 * 8192 * 2.0, "prefill")):
+            lib = float(roofline.collective("all_reduce", message, topology).time_s)
+            direct = float(
+                roofline.collective("all_reduce", message, roofline.with_link(topology, launch_s=5e-6), "direct").time_s
+            )
+            expected = direct if nvlink and phase == "decode" else lib
+            for est, each in ((library, lib), (custom, expected)):
+                seconds = getattr(est, phase).communication_s["tensor_parallel"]
+                assert seconds == pytest.approx(calls * each, rel=1e-9)
+            if nvlink and phase == "decode":
+                assert direct < 0.5 * lib
+    run = inf.InferenceRun(MODELS["llama-3-70b"], system("h100-sxm"), inf.Workload.uniform(1, 8, 2))
+    with pytest.raises(inf.InferenceConfigError) as err:
+        inf.validate_inference(replace(run, tensor_all_reduce="nvls"))
+    assert err.value.field == "implementation.all_reduce"
