@@ -89,8 +89,20 @@ class Terminated(BaseException):
         self.signum = signum
 
 
+# The SIGTERM a run received, kept apart from the exception: raised inside C code (numpy's dtype lookup, a JAX
+# dispatch), `Terminated` can come back out as a SystemError ("returned a result with an exception set"), which the
+# run loop would count as a failed case and carry on; the loop checks this after every case instead.
+_received: list[int] = []
+
+
 def _terminate(signum: int, _frame: object) -> None:
+    _received.append(signum)
     raise Terminated(signum)
+
+
+def _stop_if_signalled() -> None:
+    if _received:
+        raise Terminated(_received[0])
 
 
 def _recover(spool: Spool, stream: TextIO) -> None:
@@ -297,9 +309,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     ceiling_cases = [case for case in cases if case.notes.get("ceiling")] if device.platform == "cpu" else []
     ceilings: list[Measurement] = []
     stopped: BaseException | None = None
+    _received.clear()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         for case in cases:
+            _stop_if_signalled()
             started = time.monotonic()
             try:
                 stats = case.run(ctx)
@@ -309,6 +323,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 progress.note(f"skipped {case.suite}: {case.name}: {why}")
                 progress.step(f"{case.suite}: {case.name}", "skipped")
             except Exception as error:  # one broken case must not lose the others
+                _stop_if_signalled()  # unless it was the SIGTERM, rewrapped on its way out of C code
                 failed += 1
                 progress.note(f"FAILED {case.suite}: {case.name}: {type(error).__name__}: {error}")
                 progress.step(f"{case.suite}: {case.name}", "failed")

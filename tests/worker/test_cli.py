@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +91,38 @@ def test_suites_lists_every_suite(capsys: pytest.CaptureFixture[str]) -> None:
         "triton",
         "train",
     ]
+
+
+def test_a_sigterm_rewrapped_by_c_code_still_stops_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM arriving inside C code (numpy's dtype lookup) can come back out as a SystemError instead of the handler's
+    exception (CI, 2026-11-28: "_ScalarMeta.__numpy_dtype__ returned a result with an exception set"), which the
+    loop counts as a failed case. The run must still stop there, spool what it measured (nothing, here) and exit
+    128 + 15."""
+    import os
+    import signal
+
+    from worker import suites
+
+    real_plan = suites.SUITES["ceilings"].plan
+
+    def plan(target: Any) -> list[Any]:
+        cases = real_plan(target)
+        first = cases[0]
+
+        def interrupted(ctx: Any) -> Any:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1.0)
+            except BaseException as err:  # the handler's Terminated, as C code would rewrap it
+                raise SystemError("returned a result with an exception set") from err
+            raise AssertionError("no SIGTERM arrived")
+
+        return [dataclasses.replace(first, run=interrupted), *cases[1:]]
+
+    monkeypatch.setitem(suites.SUITES, "ceilings", dataclasses.replace(suites.SUITES["ceilings"], plan=plan))
+    status = main(["run", "--quick", "--suite", "ceilings", "--spool-dir", str(tmp_path / "spool")])
+    assert status == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert "SIGTERM: stopped after 0 of 5 cases" in err  # the interrupted case is not counted as failed
