@@ -44,6 +44,7 @@ OVERLAP_NORMS = (2.0, 3.0, 4.0, 6.0)
 QUEUEING_NORMS = (1.0, 1.5, 2.0, 3.0)
 # The weight copies TensorRT-LLM 1.3's GEMM collector cycles (its source is unpublished: decision 0041); 0: never warm.
 WEIGHT_COPIES = (0.0, 1.0, 2.0, 4.0, 8.0)
+GEMM_WEIGHT_COPIES = 4.0  # shipped: chosen by the rule with every device (decision 0041)
 COPIES_SCOPE = "aiconfigurator-gemm"
 # The families each norm is judged on: the overlap of math and memory where both matter (GEMMs near the ridge,
 # docs/decisions/0027); the queueing of streaming loads on the families that run streaming kernels.
@@ -80,7 +81,7 @@ class Constants:
     # roofline.NARROW_MATMUL_EFFICIENCY: (key, factor) pairs; a key no device has rows for keeps its shipped value
     narrow_matmul_efficiency: tuple[tuple[str, float], ...] = tuple(roofline.NARROW_MATMUL_EFFICIENCY.items())
     matmul_stream_efficiency: float = roofline.MATMUL_STREAM_EFFICIENCY  # a product's operand stream against a copy
-    gemm_weight_copies: float = 4.0  # bench.validate's "aiconfigurator-gemm" scope: the collector's weight copies
+    gemm_weight_copies: float = GEMM_WEIGHT_COPIES  # bench.validate's "aiconfigurator-gemm" scope
     block_scaled_step_latency: float = roofline.BLOCK_SCALED_STEP_LATENCY  # an fp4 product's wait per k-tile
     sources: dict[str, str] = field(default_factory=dict, compare=False)  # constant -> the devices it came from
 

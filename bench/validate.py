@@ -112,9 +112,9 @@ SCOPES = {
     # (bench.loo's rule; each device's is derived from the other's leave one device out).
     "xla": Scope(XLA_FLOOR_S),
     # TensorRT-LLM 1.3.0rc20's collector cycles its GEMMs over a few weight copies (validation/aiconfigurator-b200/
-    # README.md: "so the working set exceeds L2"); where A, C and `GEMM_WEIGHT_COPIES` copies of the weights fit in
-    # the L2, the rows run faster than device memory allows (decisions 0038, 0041).
-    "aiconfigurator-gemm": Scope(KERNEL_FLOOR_S, weight_copies=4.0),
+    # README.md: "so the working set exceeds L2"); where A, C and `loo.GEMM_WEIGHT_COPIES` copies of the weights fit
+    # in the L2, the rows run faster than device memory allows (decisions 0038, 0041).
+    "aiconfigurator-gemm": Scope(KERNEL_FLOOR_S, weight_copies=loo.GEMM_WEIGHT_COPIES),
 }
 
 # TensorRT-LLM 1.3.0rc20's collector (the newer generations' tables) replays one attention call on the same buffers:

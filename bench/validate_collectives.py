@@ -90,7 +90,8 @@ BUCKETS = ((0, SMALL, "≤64K"), (SMALL, MIB, "64K-1M"), (MIB, 16 * MIB, "1M-16M
 KERNEL_FLOOR_S = 2.5e-6  # the shortest kernel of a CUDA-graph replay on an A100 (bench/validate.py)
 # scaling-book's newest per-link ICI figure over Google's for the same links (v5p, v6e: 9e10 / 1e11).
 TPU_ICI_EFFICIENCY = 0.9
-CUSTOM_AR_NCCL_FROM = 2 * MIB  # TensorRT-LLM hands all-reduces from here on to NCCL (its table equals NCCL's)
+# TensorRT-LLM hands all-reduces from 2 MiB on to NCCL (its table equals NCCL's): the core's engine all-reduce bound.
+CUSTOM_AR_NCCL_FROM = roofline.inference.CUSTOM_ALL_REDUCE_MAX_BYTES
 FILES = (
     "aiconfigurator-a100/nccl_perf.csv",
     "aiconfigurator-a100/custom_allreduce_perf.csv",

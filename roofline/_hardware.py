@@ -48,12 +48,11 @@ L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT = 19.0
 # them (the operands' staging, the scale handling in the main loop and epilogue, the power limit at a higher math
 # rate: none of which a datasheet gives). Keys: "fp8" (per-tensor scales; int8 and fp6 run on the same path),
 # "fp8_block" (DeepSeek-V3's 1×128 activation and 128×128 weight scales, applied in the main loop). Chosen from
-# measured data by `bench.loo`'s rule (the median over devices of each
-# device's median ratio of achieved fractions of peak, the product X (the call less its modelled quantise kernels)
-# against bf16, over the GEMMs of at least 2e11 FLOPs that both tables hold) on aiconfigurator's TensorRT-LLM
-# 1.3.0rc20 tables of B200, L40S and RTX Pro 6000 (decision 0028); the leave-one-device-out report re-derives it
-# without each device. fp4 (NVFP4) had one, 0.73, until its products' rate was found to be their k-tiles' wait
-# (`BLOCK_SCALED_STEP_LATENCY`, decision 0042): it runs at bf16's efficiency of its own peak, the wait bounding it.
+# measured data by `bench.loo`'s rule (the median over devices of each device's median ratio of achieved fractions
+# of peak, the product X (the call less its modelled quantise kernels) against bf16, over the GEMMs of at least 2e11
+# FLOPs that both tables hold) on aiconfigurator's TensorRT-LLM 1.3.0rc20 tables of B200, L40S and RTX Pro 6000
+# (decision 0028); the leave-one-device-out report re-derives it without each device. fp4 has none: a 4-bit
+# product runs at bf16's efficiency of its own peak, bounded by its k-tiles' wait (`BLOCK_SCALED_STEP_LATENCY`).
 NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.92, "fp8_block": 0.71}
 # The fraction of the device memory's achievable bandwidth (`eff_memory`, what copies reach) that a matrix product's
 # operand stream reaches on a GPU: a tiled product fetches its operands tile by tile through a software pipeline of a

@@ -124,7 +124,7 @@ class CollectiveCall:
 
 
 # TensorRT-LLM hands all-reduces of 2 MiB and more to NCCL: its all-reduce table equals NCCL's from there on
-# (aiconfigurator's A100 `custom_allreduce_perf.csv`; bench.validate_collectives' `CUSTOM_AR_NCCL_FROM`).
+# (aiconfigurator's A100 `custom_allreduce_perf.csv`, which bench.validate_collectives predicts with this bound).
 CUSTOM_ALL_REDUCE_MAX_BYTES = float(2 << 20)
 
 

@@ -122,8 +122,9 @@ class LayerOps:
         projection (`attention`) runs at `Precision.attention`, its weights stored at that type, where one is set."""
         mm = self.tok if rows is None else rows
         sizes = {name_: _full(value, mm.shape) for name_, value in (("m", mm), ("n", n), ("k", k), ("batch", batch))}
-        dtype = self.attn_dtype if attention and self.attn_dtype is not None else self.act
-        factor = self.w_factor if dtype == self.act else 1.0
+        own = attention and self.attn_dtype is not None  # an attention projection at its own type, weights too
+        dtype = self.attn_dtype if own else self.act
+        factor = 1.0 if own else self.w_factor
         adjust: tuple[tuple[str, float], ...] = (("b_operand", factor if weight is None else weight),)
         if out != 1.0:
             adjust = (*adjust, ("out", out))

@@ -127,3 +127,16 @@ def test_an_nvfp4_checkpoint_that_keeps_attention_in_bf16() -> None:
     split = 1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168  # q up, kv up, output: split over 8
     grown = inf.estimate_inference(kept).memory.weights_bytes - inf.estimate_inference(run).memory.weights_bytes
     assert grown == pytest.approx(61 * (down + split / 8) * (2 - 0.5625), rel=1e-9)
+
+
+def test_attention_kept_in_bf16_under_int4_weights_reads_bf16_weights() -> None:
+    """W4A16 (int4 weights, bf16 activations) with `attention="bf16"`: the attention type equals the activations', yet
+    the output projection still reads its 8192·8192 weights at 2 bytes (the attention's own type), not int4's 0.5."""
+    model = MODELS["llama-3-70b"]
+    run = inf.InferenceRun(
+        model, system("h100-sxm"), inf.Workload.uniform(4, 1023, 2), inf.Parallelism(tensor=1),
+        inf.Precision("int4", "bf16", "bf16", attention="bf16"),
+    )  # fmt: skip
+    out = rows(inf.estimate_inference(run).decode)["output_projection"]
+    io = 4 * 8192 + 2 * 4 * 8192  # input, output and the residual its epilogue adds (4 tokens, bf16)
+    assert out.bytes == pytest.approx(80 * (8192 * 8192 + io) * 2, rel=1e-9)
