@@ -201,7 +201,6 @@ class Engine:
             elif self.role == "prefill":
                 self.release(rid)
                 sim.handoff(rid, now)
-                sim.finished(rid, now, self)
             else:
                 self._join(rid)
         self.chunks = []

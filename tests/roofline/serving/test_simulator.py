@@ -71,6 +71,17 @@ def test_reserve_policy_admits_only_what_fits() -> None:
     assert tr.first == pytest.approx([1 * MS, 11 * MS])
 
 
+def test_a_disaggregated_closed_loop_client_sends_again_only_when_its_answer_ends() -> None:
+    # One client, three requests of prompt 10 and 4 output tokens, prefill and decode pools of one engine each, the
+    # KV cache moved in 0.5 ms. Request 0: prefilled at 1 ms (its first token), on the decode worker at 1.5 ms, its
+    # 3 other tokens at 2.5, 3.5, 4.5 ms. The client's next request goes out only then: first token at 5.5 ms, end
+    # at 9 ms; the third ends at 13.5 ms. (Released at the hand-off instead, request 1 would start at 1 ms.)
+    tr = simulate(closed([10] * 3, [4] * 3, 1), flat("chunked"), flat("chunked"), lambda tokens: 0.5 * MS)
+    assert tr.arrival == pytest.approx([0.0, 4.5 * MS, 9.0 * MS])
+    assert tr.first == pytest.approx([1 * MS, 5.5 * MS, 10 * MS])
+    assert tr.end == pytest.approx([4.5 * MS, 9 * MS, 13.5 * MS])
+
+
 def test_on_demand_preempts_and_every_request_still_ends() -> None:
     req = closed([10] * 6, [40] * 6, 6)
     tr = simulate(req, flat("chunked", kv_blocks=120, kv_policy="on_demand"))
@@ -123,6 +134,16 @@ def test_littles_law_in_a_closed_loop(kind: str) -> None:
     # tail where fewer than 64 remain (at most one latency of 2 000 requests' run: a few per cent).
     n, c = 2000, 64
     est = estimate_serving(spec(kind, max_num_seqs=64), closed([512] * n, [128] * n, c))
+    assert est.requests_per_s * est.e2e_s.mean == pytest.approx(est.mean_in_system, rel=1e-9)
+    assert est.mean_in_system == pytest.approx(c, rel=0.05)
+    assert est.mean_in_system <= c
+
+
+def test_littles_law_in_a_disaggregated_closed_loop() -> None:
+    # The clients are the requests in the system, wherever they are: the prefill pool, the KV transfer, the decode
+    # pool (each client's next request leaves only when its answer ends).
+    n, c = 1000, 48
+    est = estimate_serving(spec(max_num_seqs=64), closed([1024] * n, [128] * n, c), back=spec(max_num_seqs=64))
     assert est.requests_per_s * est.e2e_s.mean == pytest.approx(est.mean_in_system, rel=1e-9)
     assert est.mean_in_system == pytest.approx(c, rel=0.05)
     assert est.mean_in_system <= c
