@@ -13,6 +13,10 @@ Flag and key names, from the engines' sources:
   MAX_UTILIZATION), cuda_graph_config, cache_transceiver_config; the disaggregated server's context_servers /
   generation_servers. The same names aiconfigurator's generator templates emit (ai-dynamo/aiconfigurator 0.12,
   `generator/config/backend_templates`).
+- Speculative decoding: vLLM 0.33 `vllm/config/speculative.py` (`--speculative-config` JSON: method `mtp` or
+  `eagle3`, num_speculative_tokens, model for a separate draft); TensorRT-LLM `speculative_config` with
+  decoding_type MTP and num_nextn_predict_layers, as aiconfigurator's TensorRT-LLM 1.3 template writes it (its
+  EAGLE keys, decoding_type Eagle, max_draft_len and speculative_model_dir, could not be read in its source here).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from roofline.serving import EngineSpec
 from schemas.inference import AllReduceImpl, Dtypes, InferenceDtype
 from schemas.models import ModelSpec
 from schemas.plan import Role
-from schemas.serving import EngineOptions, KvPolicy, SchedulerKind
+from schemas.serving import EngineOptions, KvPolicy, SchedulerKind, SpeculativeMethod
 
+EAGLE_DRAFT = "<eagle3-draft-checkpoint>"
 NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
 HF = re.compile(r"https://huggingface\.co/([^/]+/[^/]+)")
 
@@ -92,6 +97,17 @@ def _notes(model: ModelSpec, engine: EngineOptions, dtypes: Dtypes, shapes: tupl
     if engine.all_reduce is AllReduceImpl.library:
         notes.append("NCCL all-reduce: vLLM's command disables its custom all-reduce; TensorRT-LLM's options leave "
                      "its all-reduce strategy at its default (its own kernels): set it to NCCL")  # fmt: skip
+    spec = engine.speculative
+    if spec is not None:
+        notes.append(f"speculative decoding: the plan assumes {spec.accepted_tokens:g} of {spec.draft_tokens} drafts "
+                     "kept per iteration; measure the acceptance on your traffic (vLLM's spec_decode metrics) and "
+                     "plan again if it differs")  # fmt: skip
+        if spec.method is SpeculativeMethod.eagle:
+            notes.append(f"EAGLE: replace {EAGLE_DRAFT} with the draft head's checkpoint; TensorRT-LLM's EAGLE keys "
+                         "were not read in its source")  # fmt: skip
+        if spec.method is SpeculativeMethod.mtp:
+            notes.append("MTP needs a checkpoint that ships a multi-token-prediction module (DeepSeek-V3/R1, Kimi-K2, "
+                         "GLM-4.5 and others); other models use an EAGLE draft")  # fmt: skip
     return notes
 
 
@@ -114,6 +130,12 @@ def _vllm(ckpt: str, engine: EngineOptions, dtypes: Dtypes, s: Shape, spec: Engi
         args.append("--enforce-eager")
     if engine.all_reduce is AllReduceImpl.library:
         args.append("--disable-custom-all-reduce")  # vLLM 0.33 `engine/arg_utils.py`
+    draft = engine.speculative
+    if draft is not None and s.role is not Role.prefill:
+        config: dict[str, Any] = {"method": "mtp", "num_speculative_tokens": draft.draft_tokens}
+        if draft.method is SpeculativeMethod.eagle:
+            config = {"method": "eagle3", "model": EAGLE_DRAFT, "num_speculative_tokens": draft.draft_tokens}
+        args += ["--speculative-config", json.dumps(config)]
     if s.role is not Role.aggregated:
         args += ["--kv-transfer-config", NIXL]
     return shlex.join(args)
@@ -144,6 +166,14 @@ def _trtllm_options(engine: EngineOptions, dtypes: Dtypes, s: Shape, spec: Engin
         doc["cache_transceiver_config"] = {"backend": "DEFAULT"}
     if s.role is Role.prefill:
         doc["disable_overlap_scheduler"] = True  # TensorRT-LLM's disaggregated examples: context servers without it
+    draft = engine.speculative
+    if draft is not None and s.role is not Role.prefill:
+        if draft.method is SpeculativeMethod.mtp:
+            doc["speculative_config"] = {"decoding_type": "MTP", "num_nextn_predict_layers": draft.draft_tokens}
+        else:
+            doc["speculative_config"] = {
+                "decoding_type": "Eagle", "max_draft_len": draft.draft_tokens, "speculative_model_dir": EAGLE_DRAFT,
+            }  # fmt: skip
     return doc
 
 

@@ -11,7 +11,15 @@ import numpy as np
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
-from roofline.serving import EngineSpec, Objectives, Requests, Scheduler, ServingConfigError, ServingEstimate
+from roofline.serving import (
+    EngineSpec,
+    Objectives,
+    Requests,
+    Scheduler,
+    ServingConfigError,
+    ServingEstimate,
+    Speculation,
+)
 from roofline.serving import requests as draw
 from schemas.hardware import HardwareSpec
 from schemas.inference import Implementation
@@ -28,6 +36,11 @@ def _scheduler(opts: EngineOptions) -> Scheduler:
         kv_policy=str(opts.kv_policy),
         cuda_graphs=opts.cuda_graphs,
         iteration_overhead_s=opts.iteration_overhead_s,
+        speculation=None
+        if opts.speculative is None
+        else Speculation(
+            opts.speculative.draft_tokens, opts.speculative.accepted_tokens, opts.speculative.draft_layers
+        ),
     )
 
 

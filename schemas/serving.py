@@ -36,6 +36,44 @@ class Mode(StrEnum):
     disaggregated = "disaggregated"
 
 
+class SpeculativeMethod(StrEnum):
+    mtp = "mtp"
+    eagle = "eagle"
+
+
+class SpeculativeOptions(InputModel):
+    """Speculative decoding: a draft proposes `draft_tokens` per sequence each iteration and the model checks them in
+    one pass, keeping `accepted_tokens` of them on average."""
+
+    method: SpeculativeMethod = Field(
+        default=SpeculativeMethod.mtp,
+        description="mtp: the model's own multi-token-prediction module (DeepSeek-V3/R1, Kimi-K2, GLM; TensorRT-LLM "
+        "decoding_type MTP, vLLM method mtp); eagle: an EAGLE-3 draft head. Both cost draft_layers decoder layers "
+        "of the model's shapes and its LM head per draft token; the method names the engines' option in the plan's "
+        "export.",
+    )
+    draft_tokens: Annotated[int, Field(ge=1, le=16)] = Field(
+        description="Drafts per sequence per iteration (vLLM num_speculative_tokens; TensorRT-LLM "
+        "num_nextn_predict_layers / max_draft_len); the model checks draft_tokens + 1 positions."
+    )
+    accepted_tokens: Annotated[float, Field(ge=0, le=16)] = Field(
+        description="Mean drafts kept per iteration, 0 to draft_tokens (the engines report it: vLLM's spec_decode "
+        "acceptance metrics, TensorRT-LLM's acceptance length − 1). It depends on the model, the draft and the "
+        "text; Ridgeline assumes none. Each iteration moves a sequence on by 1 + accepted_tokens."
+    )
+    draft_layers: Annotated[int, Field(ge=1, le=8)] = Field(
+        default=1, description="Decoder layers of the draft, each with the model's shapes (MTP and EAGLE: 1)."
+    )
+
+    @model_validator(mode="after")
+    def _accepted(self) -> SpeculativeOptions:
+        if self.accepted_tokens > self.draft_tokens:
+            raise ValueError(
+                f"accepted_tokens ({self.accepted_tokens}) must be between 0 and draft_tokens ({self.draft_tokens})"
+            )
+        return self
+
+
 class EngineOptions(InputModel):
     """The engine's scheduler and KV cache, with the engines' own defaults."""
 
@@ -71,6 +109,9 @@ class EngineOptions(InputModel):
     )
     iteration_overhead_s: Annotated[float, Field(ge=0, le=1)] = Field(
         default=0.0, description="Host time per iteration not hidden behind the device (scheduling, sampling)."
+    )
+    speculative: SpeculativeOptions | None = Field(
+        default=None, description="Speculative decoding (null: one token per sequence per iteration)."
     )
     all_reduce: AllReduceImpl = Field(
         default=AllReduceImpl.custom,

@@ -456,6 +456,17 @@ SERVING_EXAMPLES = {
                      "output_tokens": {"kind": "lognormal", "mean": 300, "std": 150}},
         },
     ),
+    "deepseek-r1-mtp": Example(
+        summary="DeepSeek-R1 on 8 B200s (TP8, fp8) with its multi-token-prediction module: 1 draft token, 85 % kept "
+        "(DeepSeek-V3 technical report §5.4.3: 85-90 % acceptance of the second token)",
+        value={
+            "model": "deepseek-r1", "hardware": "b200", "parallelism": {"tensor": 8},
+            "dtypes": {"weights": "fp8", "activations": "fp8"},
+            "engine": {"speculative": {"method": "mtp", "draft_tokens": 1, "accepted_tokens": 0.85}},
+            "load": {"concurrency": 32, "requests": 256, "prompt_tokens": {"kind": "fixed", "value": 1024},
+                     "output_tokens": {"kind": "fixed", "value": 1024}},
+        },
+    ),
     "disaggregated": Example(
         summary="Llama 3 70B disaggregated: 1 prefill worker (TP4) and 1 decode worker (TP4) on 8 H100s",
         value={

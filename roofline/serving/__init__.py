@@ -9,12 +9,13 @@ and latency objectives, and returns a `ServingEstimate`.
 Sources: Yu et al., "Orca" (OSDI 2022) for iteration-level scheduling; Kwon et al., "PagedAttention / vLLM" (SOSP
 2023) for the paged KV pool and recompute preemption; Agrawal et al., "Sarathi-Serve" (OSDI 2024) for chunked
 prefills under a token budget; Zhong et al., "DistServe" (OSDI 2024) and Patel et al., "Splitwise" (ISCA 2024) for
-disaggregated prefill and decode; Little (1961) for L = λW.
+disaggregated prefill and decode; Leviathan et al. (ICML 2023) and DeepSeek-V3's multi-token prediction for
+speculative decoding; Little (1961) for L = λW.
 """
 
 from __future__ import annotations
 
-from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError
+from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError, Speculation
 from roofline.serving._deploy import (
     EngineSpec,
     PoolMemory,
@@ -64,6 +65,7 @@ __all__ = [
     "ServingPlan",
     "ServingRun",
     "Sized",
+    "Speculation",
     "SurfaceCache",
     "Targets",
     "Trace",

@@ -25,6 +25,33 @@ class ServingConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding: every iteration a draft proposes `draft_tokens` (k) tokens per decoding sequence, one
+    after another, and the target checks them in one pass over k + 1 positions per sequence, keeping the longest
+    agreeing prefix and one token of its own (Leviathan et al., ICML 2023; Chen et al., 2023). The draft is
+    `draft_layers` decoder layers of the target's shapes and its LM head: DeepSeek-V3's multi-token-prediction
+    module (one layer; TensorRT-LLM `decoding_type: MTP`, vLLM `method: mtp`) or an EAGLE head (one layer; Li et
+    al., 2024). `accepted_tokens` (a, 0 ≤ a ≤ k) is the mean number of drafts the target keeps, as the engines
+    report it (vLLM's `spec_decode` acceptance metrics, TensorRT-LLM's acceptance length − 1): it depends on the
+    model, the draft and the text, so it is an input, never assumed. Each iteration moves a sequence on by 1 + a
+    tokens."""
+
+    draft_tokens: int
+    accepted_tokens: float
+    draft_layers: int = 1
+
+    @property
+    def rate(self) -> float:
+        """Tokens a sequence gains per iteration (expected)."""
+        return 1.0 + self.accepted_tokens
+
+    @property
+    def width(self) -> int:
+        """Positions per sequence the target computes in one iteration."""
+        return self.draft_tokens + 1
+
+
+@dataclass(frozen=True)
 class Scheduler:
     """How an engine forms its iterations.
 
@@ -44,7 +71,8 @@ class Scheduler:
     recompute preemption). `iteration_overhead_s`: the engine's own per-iteration host time (scheduling,
     sampling) not hidden behind the GPU; `cuda_graphs`: pure-decode iterations are CUDA-graph replays, each kernel at
     the graph's fixed cost (`_surface.GRAPH_KERNEL_S`), while iterations with prefill run eagerly; False: every
-    iteration is eager and takes at least its kernels' launches."""
+    iteration is eager and takes at least its kernels' launches; `speculation`: speculative decoding (`Speculation`;
+    None: one token per sequence per iteration)."""
 
     kind: str = "chunked"
     max_num_seqs: int = 256
@@ -54,6 +82,7 @@ class Scheduler:
     kv_policy: str = "reserve"
     cuda_graphs: bool = True
     iteration_overhead_s: float = 0.0
+    speculation: Speculation | None = None
 
 
 @dataclass(frozen=True)

@@ -56,12 +56,19 @@ class PoolMemory:
     pool: float
 
 
+def draft_share(spec: EngineSpec) -> float:
+    """A speculative draft's decoder layers over the target's: the extra weights and KV cache it holds (DeepSeek-V3's
+    MTP module is one more decoder layer with its own cache; it shares the embedding and LM head)."""
+    draft = spec.scheduler.speculation
+    return 0.0 if draft is None else draft.draft_layers / spec.run.model.layers
+
+
 def pool_memory(spec: EngineSpec) -> PoolMemory:
     run, sched = spec.run, spec.scheduler
     m, par, prec = run.model, run.parallelism, run.precision
     capacity = run.system.hardware.memory_capacity_bytes
     act = activation_bytes_per_sequence(m, par, prec, float(sched.max_num_batched_tokens), False)
-    model = weights_per_device(m, par, prec) + act
+    model = weights_per_device(m, par, prec) * (1.0 + draft_share(spec)) + act
     return PoolMemory(capacity, model, spec.memory_fraction * capacity - model)
 
 
@@ -70,6 +77,7 @@ def kv_pool_blocks(spec: EngineSpec, max_context: int) -> int:
     a full token budget, over one block's KV (the busiest pipeline stage's layers, as the core counts them)."""
     run = spec.run
     per_token = kv_bytes_per_sequence(run.model, run.parallelism, run.precision, float(max_context)) / max_context
+    per_token *= 1.0 + draft_share(spec)
     return max(0, math.floor(pool_memory(spec).pool / (per_token * spec.scheduler.block_size)))
 
 
@@ -77,6 +85,17 @@ def _pool(
     spec: EngineSpec, requests: Requests, field: str, decode_only: bool = False, build: SurfaceBuilder = build_surface
 ) -> tuple[Pool, int, float]:
     sched = spec.scheduler
+    draft = sched.speculation
+    if draft is not None:
+        if draft.draft_tokens < 1:
+            raise ServingConfigError(f"{field}.speculative.draft_tokens", "at least 1 draft token per iteration")
+        if not 0.0 <= draft.accepted_tokens <= draft.draft_tokens:
+            raise ServingConfigError(
+                f"{field}.speculative.accepted_tokens",
+                f"between 0 and draft_tokens ({draft.draft_tokens}): the mean number of drafts the target keeps",
+            )
+        if draft.draft_layers < 1:
+            raise ServingConfigError(f"{field}.speculative.draft_layers", "at least 1 decoder layer")
     p = spec.run.parallelism.pipeline
     longest = int((requests.prompt + requests.output).max())
     blocks = sched.kv_blocks or kv_pool_blocks(spec, longest)
@@ -99,6 +118,8 @@ def _pool(
     tokens = sched.max_num_batched_tokens
     if sched.kind == "static":
         tokens = sched.max_num_seqs * int(requests.prompt.max())
+    if sched.speculation is not None:  # a verification pass: k + 1 positions per decoding sequence
+        tokens = max(tokens, sched.max_num_seqs * sched.speculation.width)
     graph = GRAPH_KERNEL_S if sched.cuda_graphs and sched.kind != "static" else None
     surface = build(spec.run, max(tokens, 1), sched.max_num_seqs, longest, graph)
     scheduler = replace(sched, kv_blocks=per_engine)

@@ -26,7 +26,7 @@ class Loop(Protocol):
     prompt: list[int]
     done: list[int]
     left: list[int]
-    base: list[int]
+    base: list[float]
     join_it: list[int]
     version: list[int]
     reserve: list[int]
@@ -37,7 +37,7 @@ class Loop(Protocol):
     def finished(self, rid: int, now: float, engine: Engine) -> None: ...
     def handoff(self, rid: int, now: float) -> None: ...
     def record(self, now: float, seconds: float, k: int, decoding: int, tokens: int, prefilling: int, kv: float,
-               prefill_share: float, context: float) -> None: ...  # fmt: skip
+               prefill_share: float, context: float, width: int = 1) -> None: ...  # fmt: skip
 
 
 class Engine:
@@ -57,6 +57,10 @@ class Engine:
         self.free_blocks = sched.kv_blocks
         self.held = 0.0  # on demand: prompt tokens of admitted prefills
         self.launch_floor = 0.0 if sched.cuda_graphs else surface.kernels * launch_s
+        # speculative decoding: positions a decoding sequence takes in a pass, tokens it gains per iteration
+        self.spec = sched.speculation
+        self.width = 1 if self.spec is None else self.spec.width
+        self.rate = 1.0 if self.spec is None else self.spec.rate
         self.busy = False
         self.static_batch = False
         # the iteration in flight
@@ -111,7 +115,7 @@ class Engine:
                     self._admitted(rid, now)
                 chunks = [(rid, sim.prompt[rid]) for rid in self.prefilling]
         else:
-            budget = sched.max_num_batched_tokens - self.decoding
+            budget = sched.max_num_batched_tokens - self.decoding * self.width
             for rid in self.prefilling:
                 if budget <= 0:
                     break
@@ -146,27 +150,28 @@ class Engine:
                 if d == 0:
                     return self.start(now, horizon)
             k = self._top() - self.it
-            t1 = max(surf.decode_time(d, self.context), self.launch_floor) + over
+            step = d * self.rate  # keys the batch adds per iteration
+            t1 = max(surf.decode_time(d, self.context, self.spec), self.launch_floor) + over
             if horizon < INF:
                 k = min(k, max(1, math.ceil((horizon - now) / t1)))
             if sched.kv_policy == "on_demand":
                 used = self.context + self.held + d * self.block / 2.0
-                k = min(k, max(1, int((self.pool_tokens - used) // d)))
+                k = min(k, max(1, int((self.pool_tokens - used) // step)))
             if k > 1:
-                t1 = max(surf.decode_time(d, self.context + d * (k - 1) / 2.0), self.launch_floor) + over
+                t1 = max(surf.decode_time(d, self.context + step * (k - 1) / 2.0, self.spec), self.launch_floor) + over
             self.k = k
             duration = k * t1
             sim.record(now, duration, k, d, 0, len(self.prefilling), self.kv_used(), 0.0,
-                       self.context + d * (k - 1) / 2.0)  # fmt: skip
+                       self.context + step * (k - 1) / 2.0, self.width)  # fmt: skip
             return now + duration
         self.k = 1 if d else 0
         tokens = sum(q for _, q in chunks)
         pieces = [(float(q), float(sim.done[rid])) for rid, q in chunks]
         ending = sum(1 for rid, q in chunks if sim.done[rid] + q >= sim.prompt[rid])
-        t = surf.time(float(tokens), pieces, float(d), self.context, float(d + ending))
+        t = surf.time(float(tokens), pieces, float(d), self.context, float(d * self.width + ending), self.spec)
         duration = max(t, self.launch_floor) + over
-        sim.record(now, duration, self.k, d, tokens, len(self.prefilling), self.kv_used(), tokens / (tokens + d),
-                   self.context)  # fmt: skip
+        sim.record(now, duration, self.k, d, tokens, len(self.prefilling), self.kv_used(),
+                   tokens / (tokens + d * self.width), self.context, self.width)  # fmt: skip
         return now + duration
 
     def finish(self, now: float) -> None:
@@ -175,14 +180,14 @@ class Engine:
         d, k = self.decoding, self.k
         if d and k:
             self.it += k
-            self.context += d * k
+            self.context += d * k * self.rate
             heap = self.heap
             while heap and heap[0][0] <= self.it:
                 _, version, rid = heapq.heappop(heap)
                 if version != sim.version[rid]:
                     continue
                 self.decoding -= 1
-                self.context -= sim.base[rid] + self.it
+                self.context -= sim.base[rid] + self.it * self.rate
                 sim.left[rid] = 0
                 self.release(rid)
                 sim.finished(rid, now, self)
@@ -215,14 +220,16 @@ class Engine:
         self.sim.admitted(rid, now)
 
     def _join(self, rid: int) -> None:
-        """A request whose prompt is computed starts decoding next iteration: its next step attends to p + 1 keys."""
+        """A request whose prompt is computed starts decoding next iteration: its next step attends to p + 1 keys,
+        and it ends after its tokens left over the tokens an iteration gains (speculative decoding: 1 + a)."""
         sim = self.sim
         p = sim.prompt[rid]
         self.decoding += 1
         self.context += p + 1
-        sim.base[rid] = p + 1 - self.it
+        sim.base[rid] = p + 1 - self.it * self.rate
         sim.join_it[rid] = self.it
-        heapq.heappush(self.heap, (self.it + sim.left[rid], sim.version[rid], rid))
+        iterations = sim.left[rid] if self.spec is None else math.ceil(sim.left[rid] / self.rate - 1e-9)
+        heapq.heappush(self.heap, (self.it + iterations, sim.version[rid], rid))
         self.order.append(rid)
 
     def _admit_decode(self) -> None:
@@ -242,15 +249,18 @@ class Engine:
         """On demand: while the next step would overflow the pool, the newest decoding request is preempted; it
         returns to the head of the queue and recomputes its prompt and tokens so far (vLLM's recompute)."""
         sim = self.sim
-        while self.decoding and self.context + self.held + self.decoding * (1 + self.block / 2.0) > self.pool_tokens:
+        while (
+            self.decoding
+            and self.context + self.held + self.decoding * (self.rate + self.block / 2.0) > self.pool_tokens
+        ):
             rid = self.order.pop()
             if sim.version[rid] < 0 or sim.left[rid] <= 0 or sim.join_it[rid] < 0:
                 continue
             if self.decoding == 1:
                 break  # one request always runs: admission checked that a prompt fits
-            g = self.it - sim.join_it[rid]
+            g = min(sim.left[rid], round((self.it - sim.join_it[rid]) * self.rate))  # tokens it has generated
             self.decoding -= 1
-            self.context -= sim.base[rid] + self.it
+            self.context -= sim.base[rid] + self.it * self.rate
             sim.left[rid] -= g
             sim.prompt[rid] += g + 1
             sim.done[rid] = 0

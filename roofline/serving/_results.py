@@ -59,16 +59,17 @@ def band_factors(trace: Trace, front: Pool, back: Pool | None) -> ServingBand | 
     if trace.mixed_s > 0:
         t, d = trace.mixed_tokens_s / trace.mixed_s, trace.mixed_decoding_s / trace.mixed_s
         c = trace.mixed_context_s / trace.mixed_s
-        over = front.scheduler.iteration_overhead_s
-        mid = front.surface.time(t, [(t, 0.0)], d, c, d + 1.0) + over
-        low, high = (s.time(t, [(t, 0.0)], d, c, d + 1.0) + over for s in front.surface.band)
+        over, spec = front.scheduler.iteration_overhead_s, front.scheduler.speculation
+        sampled = d * (1.0 if spec is None else spec.width) + 1.0
+        mid = front.surface.time(t, [(t, 0.0)], d, c, sampled, spec) + over
+        low, high = (s.time(t, [(t, 0.0)], d, c, sampled, spec) + over for s in front.surface.band)
         mixed = (min(low / mid, 1.0), max(high / mid, 1.0))
     if trace.decode_s > 0:
         d, c = trace.decode_decoding_s / trace.decode_s, trace.decode_context_s / trace.decode_s
         if d > 0:
-            over = decode_pool.scheduler.iteration_overhead_s
-            mid = decode_pool.surface.decode_time(d, c) + over
-            low, high = (s.decode_time(d, c) + over for s in decode_pool.surface.band)
+            over, spec = decode_pool.scheduler.iteration_overhead_s, decode_pool.scheduler.speculation
+            mid = decode_pool.surface.decode_time(d, c, spec) + over
+            low, high = (s.decode_time(d, c, spec) + over for s in decode_pool.surface.band)
             decode = (min(low / mid, 1.0), max(high / mid, 1.0))
     share = trace.mixed_s / (trace.mixed_s + trace.decode_s)
     run = tuple(share * m + (1.0 - share) * d for m, d in zip(mixed, decode, strict=True))

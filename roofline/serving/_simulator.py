@@ -81,7 +81,7 @@ class Simulation:
         self.left = list(self.output)
         self.reserve = [p + o for p, o in zip(self.prompt, self.output, strict=True)]
         self.done = [0] * n
-        self.base = [0] * n
+        self.base: list[float] = [0.0] * n
         self.join_it = [-1] * n
         self.version = [0] * n
         self.preemptions = 0
@@ -128,7 +128,7 @@ class Simulation:
         self.push(now + self.transfer(self.original[rid]), HANDOFF, rid)
 
     def record(self, now: float, seconds: float, k: int, decoding: int, tokens: int, prefilling: int, kv: float,
-               prefill_share: float, context: float) -> None:  # fmt: skip
+               prefill_share: float, context: float, width: int = 1) -> None:  # fmt: skip
         tr = self.trace
         tr.busy_s += seconds
         tr.batch_s += seconds * (decoding + prefilling)
@@ -144,8 +144,8 @@ class Simulation:
             tr.decode_decoding_s += seconds * decoding
             tr.decode_context_s += seconds * context
         tr.iterations += max(k, 1)
-        if tokens + decoding > tr.max_batched_tokens:
-            tr.max_batched_tokens = tokens + decoding
+        if tokens + decoding * width > tr.max_batched_tokens:
+            tr.max_batched_tokens = tokens + decoding * width
         if tr.series is not None:
             tr.series.append((now, seconds, decoding, tokens, kv))
 

@@ -13,6 +13,10 @@ different quantities of the mix:
 - prefill attention: each chunk of q new tokens over its c cached and q new keys, causal (vLLM's chunked prefill,
   Sarathi-Serve, Agrawal et al. 2024 §4).
 
+With speculative decoding (`Speculation`), a decoding sequence puts k + 1 positions through the body and the LM
+head, reads its keys once, and its draft adds k steps of `draft_layers` layers' share of the body and attention and
+the LM head over one position.
+
 Each part is evaluated by the core on a grid (tokens, sequences × context, chunk × cached context) in one
 `Evaluator` run and interpolated linearly between grid points; fixed kernel costs of attention are counted once per
 iteration, not once per sequence. `IterationSurface.error` is the largest relative difference between the
@@ -32,6 +36,7 @@ from roofline.inference import InferenceRun
 from roofline.inference._evaluation import P10, P90, TERMS, TIME, Evaluator
 from roofline.inference._layers import LayerOps
 from roofline.inference._phase import Pass, pass_time
+from roofline.serving._config import Speculation
 
 _OVERHEAD = TERMS.index("overhead_s")
 
@@ -148,15 +153,20 @@ class IterationSurface:
     # The surfaces of the ops' times at their prediction bands' lower and upper edges (`roofline.intervals`; None:
     # built without an interval table).
     band: tuple[IterationSurface, IterationSurface] | None = None
+    layers: float = 1.0  # decoder layers in `body` (a draft layer's share of it)
 
     def time(self, prefill_tokens: float, chunks: list[tuple[float, float]], decode: float, context: float,
-             sampled: float) -> float:  # fmt: skip
+             sampled: float, spec: Speculation | None = None) -> float:  # fmt: skip
         """One iteration: `chunks` (q new tokens, c cached) of prefills, `decode` sequences whose keys sum to
-        `context`, `sampled` sequences through the LM head."""
-        n = prefill_tokens + decode
+        `context`, `sampled` positions through the LM head; with `spec`, each decoding sequence's k + 1 positions
+        are verified and its k drafts made (`draft_time`)."""
+        width = 1.0 if spec is None else float(spec.width)
+        n = prefill_tokens + decode * width
         t = (self.prefill_body(n) if prefill_tokens > 0 else self.body(n)) + self.head(max(sampled, 1.0))
         if decode > 0:
             t += self.decode_attention(decode, context / decode)
+            if spec is not None:
+                t += self.draft_time(decode, context, spec, graph=False)
         if chunks:
             t += self.attention_fixed_s
             for q, c in chunks:
@@ -172,17 +182,31 @@ class IterationSurface:
             _Grid2([1.0], [1.0], [[0.0]]), _Grid2([1.0], [1.0], [[0.0]]), 0.0, 1.0, 0.0, zero,
         )  # fmt: skip
 
-    def decode_time(self, decode: float, context: float) -> float:
+    def decode_time(self, decode: float, context: float, spec: Speculation | None = None) -> float:
         """A pure decode iteration (the hot path of the simulator), replayed as a CUDA graph when the surface was
-        built with `graph_kernel_s`."""
-        if self.decode_body is not None:
-            return self.decode_body(decode) + self.decode_attention(decode, context / decode)
-        return (
-            self.body(decode)
-            + self.head(decode)
-            + self.decode_attention(decode, context / decode)
-            + self.send_s(decode)
-        )
+        built with `graph_kernel_s`. With `spec`: the target's pass over k + 1 positions per sequence (each
+        sequence's keys read once: the engines' multi-token decode attention, FlashInfer and TensorRT-LLM's XQA,
+        score all k + 1 queries of a sequence against one read of its cache) and the k draft steps."""
+        n = decode if spec is None else decode * spec.width
+        attention = self.decode_attention(decode, context / decode)
+        t = self._pass(n) + attention
+        if spec is not None:
+            t += self.draft_time(decode, context, spec)
+        return t
+
+    def _pass(self, n: float, graph: bool = True) -> float:
+        """A pure-decode pass's body, LM head and sends over `n` positions."""
+        if graph and self.decode_body is not None:
+            return self.decode_body(n)
+        return self.body(n) + self.head(n) + self.send_s(n)
+
+    def draft_time(self, decode: float, context: float, spec: Speculation, graph: bool = True) -> float:
+        """The k draft steps of an iteration: each runs `draft_layers` decoder layers of the target's shapes (their
+        share of the body and of the decode attention) and the LM head over one position per sequence."""
+        share = spec.draft_layers / self.layers
+        head = self.head(decode)
+        step = share * (self._pass(decode, graph) - head + self.decode_attention(decode, context / decode)) + head
+        return spec.draft_tokens * step
 
 
 def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_context: int,
@@ -268,7 +292,7 @@ def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_co
             decode_fixed = decode_fixed - over * (1.0 - graph_kernel_s / launch)
         return IterationSurface(
             body, prefill_body, head, decode_attention, prefill_attention, fixed, kernels, 0.0, send_s,
-            _Grid1(tokens.tolist(), decode_fixed.tolist()),
+            _Grid1(tokens.tolist(), decode_fixed.tolist()), layers=float(run.model.layers),
         )  # fmt: skip
 
     surface = assemble(TIME)

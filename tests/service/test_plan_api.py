@@ -4,6 +4,7 @@ the closest misses when nothing meets; bad input."""
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from typing import Any
@@ -152,6 +153,26 @@ def test_an_nccl_all_reduce_is_exported_as_vllm_takes_it(client: TestClient) -> 
     (vllm,) = best["export"]["vllm"]
     assert "--disable-custom-all-reduce" in shlex.split(vllm["command"])
     assert any("NCCL all-reduce" in note for note in best["export"]["notes"])
+
+
+def test_speculative_decoding_is_exported_as_the_engines_take_it(client: TestClient) -> None:
+    mtp = {"speculative": {"draft_tokens": 2, "accepted_tokens": 1.4}}
+    best = plan(client, {**BASE, "engine": mtp})["feasible"][0]
+    (vllm,) = best["export"]["vllm"]
+    args = shlex.split(vllm["command"])
+    config = json.loads(args[args.index("--speculative-config") + 1])
+    assert config == {"method": "mtp", "num_speculative_tokens": 2}  # vLLM 0.33 `config/speculative.py`
+    (trt,) = best["export"]["trtllm"]
+    options = yaml.safe_load(trt["config_yaml"])
+    assert options["speculative_config"] == {"decoding_type": "MTP", "num_nextn_predict_layers": 2}
+    assert any("1.4 of 2 drafts" in note for note in best["export"]["notes"])
+    eagle = {"speculative": {"method": "eagle", "draft_tokens": 3, "accepted_tokens": 2}}
+    best = plan(client, {**BASE, "engine": eagle})["feasible"][0]
+    (vllm,) = best["export"]["vllm"]
+    args = shlex.split(vllm["command"])
+    config = json.loads(args[args.index("--speculative-config") + 1])
+    assert config["method"] == "eagle3" and config["num_speculative_tokens"] == 3
+    assert any("draft head's checkpoint" in note for note in best["export"]["notes"])
 
 
 def test_disaggregated_fleets_export_both_pools_and_the_router(client: TestClient) -> None:
