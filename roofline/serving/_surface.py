@@ -187,6 +187,8 @@ class IterationSurface:
         built with `graph_kernel_s`. With `spec`: the target's pass over k + 1 positions per sequence (each
         sequence's keys read once: the engines' multi-token decode attention, FlashInfer and TensorRT-LLM's XQA,
         score all k + 1 queries of a sequence against one read of its cache) and the k draft steps."""
+        if spec is None and self.decode_body is not None:  # the hot path
+            return self.decode_body(decode) + self.decode_attention(decode, context / decode)
         n = decode if spec is None else decode * spec.width
         attention = self.decode_attention(decode, context / decode)
         t = self._pass(n) + attention
