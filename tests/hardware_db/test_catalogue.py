@@ -97,7 +97,9 @@ def test_dense_matrix_peaks(hardware: dict[str, HardwareCreate], slug: str, dtyp
         ("h200-sxm", 4800, 132),
         ("l40s", 864, 142),
         ("gb200", 8000, 148),  # §2: GB200 per GPU
-        ("rtx-pro-6000-server", 1600, 188),  # the Server Edition datasheet (profile notes; not in HARDWARE_SOURCES)
+        # aiconfigurator's system file for the card it measured, 512 bit × 28 Gbps (the datasheet's 1.6 TB/s is below
+        # what that card sustains: decision 0044); 188 SMs from the datasheet's CUDA cores
+        ("rtx-pro-6000-server", 1792, 188),
         ("rtx-4090", 1008, 128),
         ("mi300x", 5300, 304),
         ("mi325x", 6000, 304),
