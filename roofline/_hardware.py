@@ -53,7 +53,7 @@ L2_SHARED_READ_BYTES_PER_CLOCK_PER_UNIT = 19.0
 # FLOPs that both tables hold) on aiconfigurator's TensorRT-LLM 1.3.0rc20 tables of B200, L40S and RTX Pro 6000
 # (decision 0028); the leave-one-device-out report re-derives it without each device. fp4 has none: a 4-bit
 # product runs at bf16's efficiency of its own peak, bounded by its k-tiles' wait (`BLOCK_SCALED_STEP_LATENCY`).
-NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.92, "fp8_block": 0.71}
+NARROW_MATMUL_EFFICIENCY: Mapping[str, float] = {"fp8": 0.91, "fp8_block": 0.71}
 # The fraction of the device memory's achievable bandwidth (`eff_memory`, what copies reach) that a matrix product's
 # operand stream reaches on a GPU: a tiled product fetches its operands tile by tile through a software pipeline of a
 # few stages (cp.async / TMA), not as a copy's many independent loads. Chosen from measured data by `bench.loo`'s
