@@ -258,7 +258,7 @@ class Engine:
                 continue
             if self.decoding == 1:
                 break  # one request always runs: admission checked that a prompt fits
-            g = min(sim.left[rid], round((self.it - sim.join_it[rid]) * self.rate))  # tokens it has generated
+            g = int((self.it - sim.join_it[rid]) * self.rate)  # tokens it has generated (fewer than it needs)
             self.decoding -= 1
             self.context -= sim.base[rid] + self.it * self.rate
             sim.left[rid] -= g

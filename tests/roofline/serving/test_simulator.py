@@ -243,3 +243,12 @@ def test_speculative_decoding_on_a_memory_bound_decode() -> None:
     draft = estimate_serving(EngineSpec(RUN, Scheduler(speculation=Speculation(3, 3.0))), req)
     assert 0.28 < draft.tpot_s.mean / plain.tpot_s.mean < 0.37
     assert draft.ttft_s.mean == pytest.approx(plain.ttft_s.mean, rel=1e-9)
+
+
+def test_on_demand_preemption_with_speculative_decoding_still_ends_every_request() -> None:
+    # As above, with 3 drafts of which 1.5 are kept: sequences grow 2.5 keys an iteration, the pool fills sooner,
+    # preempted requests keep the tokens they had and every request ends.
+    req = closed([10] * 6, [40] * 6, 6)
+    tr = simulate(req, drafted("chunked", 3, 1.5, kv_blocks=120, kv_policy="on_demand"))
+    assert tr.preemptions > 0
+    assert all(np.isfinite(tr.end))
