@@ -165,9 +165,15 @@ class Engine:
                        self.context + step * (k - 1) / 2.0, self.width)  # fmt: skip
             return now + duration
         self.k = 1 if d else 0
-        tokens = sum(q for _, q in chunks)
-        pieces = [(float(q), float(sim.done[rid])) for rid, q in chunks]
-        ending = sum(1 for rid, q in chunks if sim.done[rid] + q >= sim.prompt[rid])
+        done, prompt = sim.done, sim.prompt
+        tokens = ending = 0
+        pieces = []
+        for rid, q in chunks:
+            c = done[rid]
+            tokens += q
+            pieces.append((float(q), float(c)))
+            if c + q >= prompt[rid]:
+                ending += 1
         t = surf.time(float(tokens), pieces, float(d), self.context, float(d * self.width + ending), self.spec)
         duration = max(t, self.launch_floor) + over
         sim.record(now, duration, self.k, d, tokens, len(self.prefilling), self.kv_used(),
