@@ -132,9 +132,10 @@ def _vllm(ckpt: str, engine: EngineOptions, dtypes: Dtypes, s: Shape, spec: Engi
         args.append("--disable-custom-all-reduce")  # vLLM 0.33 `engine/arg_utils.py`
     draft = engine.speculative
     if draft is not None and s.role is not Role.prefill:
-        config: dict[str, Any] = {"method": "mtp", "num_speculative_tokens": draft.draft_tokens}
-        if draft.method is SpeculativeMethod.eagle:
-            config = {"method": "eagle3", "model": EAGLE_DRAFT, "num_speculative_tokens": draft.draft_tokens}
+        config: dict[str, Any] = (
+            {"method": "mtp"} if draft.method is SpeculativeMethod.mtp else {"method": "eagle3", "model": EAGLE_DRAFT}
+        )
+        config["num_speculative_tokens"] = draft.draft_tokens
         args += ["--speculative-config", json.dumps(config)]
     if s.role is not Role.aggregated:
         args += ["--kv-transfer-config", NIXL]

@@ -164,9 +164,10 @@ class IterationSurface:
         n = prefill_tokens + decode * width
         t = (self.prefill_body(n) if prefill_tokens > 0 else self.body(n)) + self.head(max(sampled, 1.0))
         if decode > 0:
-            t += self.decode_attention(decode, context / decode)
+            attention = self.decode_attention(decode, context / decode)
+            t += attention
             if spec is not None:
-                t += self.draft_time(decode, context, spec, graph=False)
+                t += self.draft_time(decode, attention, spec, graph=False)
         if chunks:
             t += self.attention_fixed_s
             for q, c in chunks:
@@ -193,7 +194,7 @@ class IterationSurface:
         attention = self.decode_attention(decode, context / decode)
         t = self._pass(n) + attention
         if spec is not None:
-            t += self.draft_time(decode, context, spec)
+            t += self.draft_time(decode, attention, spec)
         return t
 
     def _pass(self, n: float, graph: bool = True) -> float:
@@ -202,12 +203,12 @@ class IterationSurface:
             return self.decode_body(n)
         return self.body(n) + self.head(n) + self.send_s(n)
 
-    def draft_time(self, decode: float, context: float, spec: Speculation, graph: bool = True) -> float:
+    def draft_time(self, decode: float, attention: float, spec: Speculation, graph: bool = True) -> float:
         """The k draft steps of an iteration: each runs `draft_layers` decoder layers of the target's shapes (their
-        share of the body and of the decode attention) and the LM head over one position per sequence."""
+        share of the body and of the sequences' decode `attention`) and the LM head over one position per sequence."""
         share = spec.draft_layers / self.layers
         head = self.head(decode)
-        step = share * (self._pass(decode, graph) - head + self.decode_attention(decode, context / decode)) + head
+        step = share * (self._pass(decode, graph) - head + attention) + head
         return spec.draft_tokens * step
 
 
