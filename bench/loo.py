@@ -46,6 +46,10 @@ QUEUEING_NORMS = (1.0, 1.5, 2.0, 3.0)
 WEIGHT_COPIES = (0.0, 1.0, 2.0, 4.0, 8.0)
 GEMM_WEIGHT_COPIES = 4.0  # shipped: chosen by the rule with every device (decision 0041)
 COPIES_SCOPE = "aiconfigurator-gemm"
+# The copies are the harness's, the same for every product it times: read off its bf16 GEMMs, whose kernels the op
+# model knows best (the other harness constants are read off bf16 rows too, `facts`); the quantised families carry
+# residuals of their own (block fp8's scales on sm_120, decision 0046) that would choose the copies in their place.
+COPIES_FAMILY = "gemm"
 # The families each norm is judged on: the overlap of math and memory where both matter (GEMMs near the ridge,
 # docs/decisions/0027); the queueing of streaming loads on the families that run streaming kernels.
 OVERLAP_FAMILIES = ("gemm",)
@@ -380,13 +384,13 @@ def choose_norms(groups: Sequence[Group], base: Constants, evaluate: Evaluate) -
     """The two norms and the GEMM collector's weight copies chosen on `groups` (the training devices' rows), one after
     the other: the overlap norm among `OVERLAP_NORMS` with the least `_score` over `OVERLAP_FAMILIES`, then the
     queueing norm among `QUEUEING_NORMS` on every family but `QUEUEING_EXCLUDED`, then the copies among
-    `WEIGHT_COPIES` on the GEMM families of `COPIES_SCOPE`; the first of equals; a constant with no family to judge
-    it keeps its shipped value."""
+    `WEIGHT_COPIES` on the bf16 GEMMs of `COPIES_SCOPE` (`COPIES_FAMILY`); the first of equals; a constant with no
+    family to judge it keeps its shipped value."""
     chosen = base
     for name, candidates, keep in (
         ("overlap_norm", OVERLAP_NORMS, lambda family: family in OVERLAP_FAMILIES),
         ("memory_queueing_norm", QUEUEING_NORMS, lambda family: family not in QUEUEING_EXCLUDED),
-        ("gemm_weight_copies", WEIGHT_COPIES, lambda family: family.startswith("gemm")),
+        ("gemm_weight_copies", WEIGHT_COPIES, lambda family: family == COPIES_FAMILY),
     ):
         # Only the judged families' groups are evaluated (the others' results would be discarded), and for the weight
         # copies only the groups of the scope that has them.

@@ -71,14 +71,31 @@ class _TileSearch:
 
     def __init__(
         self, hw: Hardware, peak: float, s_in: float, s_out: float, pairs: list[tuple[int, int]],
-        splits: tuple[int, ...] = SPLIT_K, k_tile: float = 0.0,
+        splits: tuple[int, ...] = SPLIT_K, k_tile: float = 0.0, s_weight: float | None = None,
     ) -> None:  # fmt: skip
         self.launch_s, self.peak, self.s_in, self.s_out, self.pairs = hw.launch_s, peak, s_in, s_out, pairs
+        self.s_weight = s_in if s_weight is None else s_weight
         # A product whose main loop waits `step_s` per `k_tile`-deep k-tile (a block-scaled fp4 product); 0: none.
         self.k_tile, self.step_s = k_tile, (hw.block_scaled_step_s if k_tile > 0.0 else 0.0)
         self.splits, self.split_grid = splits, np.asarray(splits, dtype=np.float64)
         self.slots = hw.units * hw.concurrent_tiles_per_unit
         self.bw = hw.memory_bytes_per_s * hw.eff_memory
+        # A warm scope (`Hardware.warm_cache`, or `warm_operands` for products): a product whose operands and output
+        # fit in the last-level cache finds its first k-step there and stores its tiles there (NVIDIA's L2 is the
+        # point of coherence and writes back: a store completes in L2), so a wave's exposed traffic moves at the
+        # L2's rate, as its memory time does (`roofline._kernels._warm`); never slower than device memory.
+        l2 = hw.shared_l2_read_bytes_per_s
+        warm = (hw.warm_cache or hw.warm_operands) and l2 is not None and hw.cache_bytes > 0.0
+        self.cache_bytes = hw.cache_bytes if warm and l2 is not None and l2 > hw.memory_bytes_per_s else 0.0
+        self.warm_bw = max(self.bw, (l2 or 0.0) * hw.eff_memory)
+
+    def exposed_bandwidth(self, m: Num, n: Num, k: Num, b: Num, xp: _num.Ops) -> Num:
+        """The rate a wave's first k-step and tile stores move at: the L2's where the product fits in a warm scope
+        (`__init__`), device memory's otherwise."""
+        if self.cache_bytes <= 0.0:
+            return self.bw
+        size = b * (self.s_in * m * k + self.s_weight * k * n + self.s_out * m * n)
+        return xp.where(size <= self.cache_bytes, self.warm_bw, self.bw)
 
     @staticmethod
     def output_tiles(tm: Num, tn: Num, m: Num, n: Num, b: Num, xp: _num.Ops) -> Num:
@@ -92,7 +109,8 @@ class _TileSearch:
         self, tm: Num, tn: Num, split: Num, m: Num, n: Num, k: Num, b: Num, eff: Num, xp: _num.Ops
     ) -> tuple[Num, Num, Num, Num]:
         """Work units, waves, math time and exposed time of tm × tn output tiles over k split `split` ways."""
-        slots, s_in, bw = self.slots, self.s_in, self.bw
+        slots, s_in = self.slots, self.s_in
+        bw = self.exposed_bandwidth(m, n, k, b, xp)
         out_tiles = self.output_tiles(tm, tn, m, n, b, xp)
         depth = xp.ceil(k / split)
         tiles = out_tiles * split
@@ -241,7 +259,7 @@ def matmul(
     aligned = _aligned(k, s_packed, hw.alignment_bytes) & _aligned(n, s_packed, hw.alignment_bytes)
     eff = hw.matmul_efficiency(efficiency_key) * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
     pairs = [tile] if tile is not None else [t for t in hw.tiles if t[0] >= min_tile_m] or [max(hw.tiles)]
-    search = _TileSearch(hw, peak, s_in, s_out, pairs, splits, k_tile)
+    search = _TileSearch(hw, peak, s_in, s_out, pairs, splits, k_tile, s_weight)
     slots = search.slots
     point = _num.is_point(m, n, k, b)
     tile_m, tile_n, split_k = search.pick(m, n, k, b, eff, point)

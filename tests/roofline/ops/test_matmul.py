@@ -120,3 +120,32 @@ def test_the_searched_tile_is_never_slower_than_a_fixed_candidate(m: int, n: int
         assert searched_for(searched) <= searched_for(fixed)
         if (float(searched.extra["tile_m"]), float(searched.extra["tile_n"])) == tile:
             assert float(searched.matrix_s) == float(fixed.matrix_s)
+
+
+# --- a wave's first k-step and tile stores in a warm scope (decision 0046) -----------------------------------------
+
+
+def test_a_warm_product_that_fits_in_l2_waits_for_its_first_k_step_and_stores_at_the_l2_rate() -> None:
+    """A toy GPU: 100 units, one 128 × 128 tile each, 1 TB/s, L2 40 MB read at 100 × 1 GHz × 19 B = 1.9 TB/s
+    (decision 0026), efficiencies 1. m = n = 1280, k = 32 in bf16 is one wave of 100 tiles; each waits for its first
+    32-deep k-step of A and B, (128 + 128) · 32 · 2 B, and stores 128 · 128 · 2 B: 49 152 B × 100 = 4.9152 MB. Cold:
+    4.9152 µs at device memory's rate. In a warm scope the product's 2 · (1280·32 + 32·1280 + 1280²) B = 3.44 MB fit
+    the L2: 4.9152 MB / 1.9 TB/s = 2.587 µs. m = n = 5120 (16 waves; 2 · (2 · 5120·32 + 5120²) = 53 MB > 40 MB) keeps
+    device memory's 16 × 4.9152 µs; so does a device whose L2 is no faster than its memory."""
+    hw = roofline.Hardware(name="toy", units=100, matrix_flops_per_s={"bf16": 1e15}, vector_flops_per_s={"fp32": 1e13},
+                           memory_bytes_per_s=1e12, memory_capacity_bytes=80e9, launch_s=0.0, eff_matmul=1.0,
+                           eff_vector=1.0, eff_memory=1.0, cache_bytes=40e6, clock_hz=1e9,
+                           architecture="sm_80")  # fmt: skip
+    warm = replace(hw, warm_operands=True)
+
+    def exposed(profile: roofline.Hardware, size: int) -> float:
+        return float(roofline.matmul(profile, size, size, 32, tile=(128, 128))[-1].exposed_s)
+
+    wave = (256 * 32 * 2 + 128 * 128 * 2) * 100
+    assert exposed(hw, 1280) == pytest.approx(wave / 1e12, rel=1e-12)
+    assert exposed(warm, 1280) == pytest.approx(wave / 1.9e12, rel=1e-12)
+    assert exposed(replace(hw, warm_cache=True), 1280) == pytest.approx(wave / 1.9e12, rel=1e-12)
+    assert exposed(warm, 5120) == pytest.approx(16 * wave / 1e12, rel=1e-12)
+    assert exposed(replace(warm, memory_bytes_per_s=2e12), 1280) == pytest.approx(wave / 2e12, rel=1e-12)
+    many = roofline.matmul(warm, np.array([1280.0, 5120.0]), np.array([1280.0, 5120.0]), 32, tile=(128, 128))
+    assert np.asarray(many[-1].exposed_s) == pytest.approx([wave / 1.9e12, 16 * wave / 1e12], rel=1e-12)
