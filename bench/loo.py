@@ -72,8 +72,10 @@ class Constants:
     devices given (LLMCompass's fixed costs without the A100): the evaluation falls back to the profile's own."""
 
     kernel_floor_s: float  # aiconfigurator: per-kernel fixed cost of a CUDA-graph replay
-    context_plateau_s: float  # aiconfigurator: the shortest TensorRT-LLM context-attention call
-    generation_plateau_s: float  # aiconfigurator: the shortest generation-attention call
+    # aiconfigurator: the shortest TensorRT-LLM context- and generation-attention calls, in SM clock cycles (each
+    # device's seconds × its profile's clock; `PLATEAU_CYCLES`): a device's plateau is these over its own clock
+    context_plateau_cycles: float
+    generation_plateau_cycles: float
     vidur_launch_s: float  # vidur: per-kernel fixed cost of a torch-profiler kernel sum
     llmcompass_call_s: float | None  # LLMCompass: softmax's plateau, the eager call's fixed cost
     llmcompass_layernorm_floor_s: float | None  # LLMCompass: the layer norm series' plateau
@@ -103,11 +105,18 @@ class Constants:
 
 
 SHIPPED_MEMORY_LATENCY_S = 650e-9  # every NVIDIA profile's memory latency (RL-ASSUME; the rule below re-derives it)
+# An attention call that does no measurable work still runs its kernels' whole chain of on-chip steps (loading its
+# arguments, the thread blocks' barriers, the softmax's warp and block reductions, a split's second pass, the
+# epilogue), 15-25 thousand SM cycles against a few device-memory round trips (decision 0047): its plateau is a number
+# of cycles, which each device runs at its own clock. The shipped plateaus are the A100's 13.3 and 10.4 µs at its
+# profile's 1 410 MHz; `PLATEAU_CYCLES` names the constants the rule derives in cycles.
+A100_CLOCK_HZ = 1.41e9
+PLATEAU_CYCLES = ("context_plateau_cycles", "generation_plateau_cycles")
 # The constants shipped in bench/validate.py and the catalogue, for the report's first column.
 SHIPPED = Constants(
     kernel_floor_s=2.5e-6,
-    context_plateau_s=13.3e-6,
-    generation_plateau_s=10.4e-6,
+    context_plateau_cycles=13.3e-6 * A100_CLOCK_HZ,
+    generation_plateau_cycles=10.4e-6 * A100_CLOCK_HZ,
     vidur_launch_s=2e-6,
     llmcompass_call_s=13.1e-6,
     llmcompass_layernorm_floor_s=52e-6,
@@ -124,6 +133,7 @@ class Facts:
     gemm_min_s: dict[str, float] = field(default_factory=dict)
     context_min_s: dict[str, float] = field(default_factory=dict)
     generation_min_s: dict[str, float] = field(default_factory=dict)
+    clock_hz: dict[str, float] = field(default_factory=dict)  # each device's profile clock (the plateaus' cycles)
     vidur_shortest_s: dict[str, float] = field(default_factory=dict)
     latency_s: dict[str, float] = field(default_factory=dict)
     llmcompass_min_s: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> series -> seconds
@@ -139,7 +149,8 @@ def _tokens(labels: Sequence[str]) -> np.ndarray:
 
 def facts(groups: Iterable[Group]) -> Facts:
     """The per-device numbers the rules read:
-    - aiconfigurator: the shortest bf16 GEMM, context- and generation-attention call of the device's tables;
+    - aiconfigurator: the shortest bf16 GEMM, context- and generation-attention call of the device's tables (the
+      attention calls' turned into cycles at the device's profile clock by `derive`, `PLATEAU_CYCLES`);
     - vidur: the median residual add of at most `SHORTEST_TOKENS` tokens (no measurable work: the kernel's floor);
       the loaded memory latency at which one `SCALAR_LOAD_BYTES` load per resident thread in flight (Little's law)
       gives the median bandwidth of the scalar RMS norm over rows of at least `LATENCY_MIN_TOKENS` tokens;
@@ -152,6 +163,7 @@ def facts(groups: Iterable[Group]) -> Facts:
     out = Facts()
     out.narrow_ratio = narrow_ratios(groups)
     threads = {h.slug: h.compute.units * (h.compute.threads_per_unit or 0) for h in load_hardware()}
+    out.clock_hz = {h.slug: h.compute.clock_hz for h in load_hardware() if h.compute.clock_hz}
     threads[A40] = A40_UNITS * A40_THREADS_PER_UNIT
     shortest: dict[str, list[np.ndarray]] = {}
     bandwidth: dict[str, list[np.ndarray]] = {}
@@ -330,6 +342,11 @@ def _pick(values: dict[str, float], devices: set[str], name: str, sources: dict[
     return float(statistics.median(values[d] for d in have))
 
 
+def _cycles(seconds: dict[str, float], clock_hz: dict[str, float]) -> dict[str, float]:
+    """Per-device seconds as SM clock cycles at each device's profile clock (a device without one is left out)."""
+    return {d: s * clock_hz[d] for d, s in seconds.items() if clock_hz.get(d)}
+
+
 def derive(f: Facts, devices: set[str]) -> Constants:
     """The closed-form constants from the rows of `devices` alone: each the median over those devices of the
     per-device number `facts` reads. The norms stay at their shipped values (`choose_norms` chooses them)."""
@@ -350,9 +367,13 @@ def derive(f: Facts, devices: set[str]) -> Constants:
             narrow[key] = round(value, 2)
     return Constants(
         kernel_floor_s=need(_pick(f.gemm_min_s, devices, "kernel_floor_s", src), "kernel_floor_s"),
-        context_plateau_s=need(_pick(f.context_min_s, devices, "context_plateau_s", src), "context_plateau_s"),
-        generation_plateau_s=need(
-            _pick(f.generation_min_s, devices, "generation_plateau_s", src), "generation_plateau_s"
+        context_plateau_cycles=need(
+            _pick(_cycles(f.context_min_s, f.clock_hz), devices, "context_plateau_cycles", src),
+            "context_plateau_cycles",
+        ),
+        generation_plateau_cycles=need(
+            _pick(_cycles(f.generation_min_s, f.clock_hz), devices, "generation_plateau_cycles", src),
+            "generation_plateau_cycles",
         ),
         vidur_launch_s=need(_pick(f.vidur_shortest_s, devices, "vidur_launch_s", src), "vidur_launch_s"),
         llmcompass_call_s=_pick(llm["llmcompass"], devices, "llmcompass_call_s", src),

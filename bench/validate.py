@@ -84,11 +84,18 @@ class Scope:
     # The harness replays one product over this many copies of its weights (0: not modelled): a row whose input, output
     # and that many weight copies fit in the L2 reads its product's operands from there (`Hardware.warm_operands`).
     weight_copies: float = 0.0
+    # Part of the call's fixed cost counted in SM clock cycles (`bench.loo.PLATEAU_CYCLES`), run at the device's clock.
+    call_cycles: float = 0.0
 
-    def measured(self, predicted: np.ndarray) -> np.ndarray:
-        """The measured number this scope makes of `predicted` kernels (their launches included): the call's own
-        fixed cost added, never below its floor."""
-        out: np.ndarray = np.maximum(predicted + self.call_s, self.floor_s)
+    def measured(self, predicted: np.ndarray, clock_hz: float | None = None) -> np.ndarray:
+        """The measured number this scope makes of `predicted` kernels (their launches included) on a device of
+        `clock_hz`: the call's own fixed cost added, never below its floor."""
+        call = self.call_s
+        if self.call_cycles:
+            if not clock_hz:
+                raise ValueError("a fixed cost in clock cycles needs the device's clock")
+            call = call + self.call_cycles / clock_hz
+        out: np.ndarray = np.maximum(predicted + call, self.floor_s)
         return out
 
 
@@ -96,10 +103,16 @@ KERNEL_FLOOR_S = 2.5e-6  # aiconfigurator: the shortest kernel in a CUDA-graph r
 XLA_FLOOR_S = 4.14e-6  # XLA's matmul table: median of its devices' shortest matmul (4.85 µs B200, 3.44 µs gfx950)
 SCOPES = {
     "aiconfigurator": Scope(KERNEL_FLOOR_S),
-    # 13.3 µs plateau − the two modelled kernels (pre-processing, flash attention) at 2.5 µs each.
-    "aiconfigurator-context": Scope(KERNEL_FLOOR_S, 13.3e-6 - 2 * KERNEL_FLOOR_S),
-    # 10.4 µs plateau − the one modelled kernel (the decode kernel applies RoPE and appends K, V itself).
-    "aiconfigurator-generation": Scope(KERNEL_FLOOR_S, 10.4e-6 - KERNEL_FLOOR_S),
+    # The call's plateau (A100: 13.3 µs, 18 753 cycles at 1 410 MHz; in cycles, decision 0047) − the two modelled
+    # kernels (pre-processing, flash attention) at 2.5 µs each.
+    "aiconfigurator-context": Scope(
+        KERNEL_FLOOR_S, -2 * KERNEL_FLOOR_S, call_cycles=loo.SHIPPED.context_plateau_cycles
+    ),
+    # The plateau (A100: 10.4 µs, 14 664 cycles) − the one modelled kernel (the decode kernel applies RoPE and appends
+    # K, V itself).
+    "aiconfigurator-generation": Scope(
+        KERNEL_FLOOR_S, -KERNEL_FLOOR_S, call_cycles=loo.SHIPPED.generation_plateau_cycles
+    ),
     "vidur": Scope(2e-6),
     "llmcompass": Scope(13.1e-6),  # softmax 4096 × 32 (256 KB); matmul is the same eager call
     # 32 × 4096 … 4096 × 1024 all take 52-54 µs, and the decode layer's 8 × 12288 rows 48 µs, although PyTorch's
@@ -206,7 +219,7 @@ def _anatomy(
         work = work + part.count * np.broadcast_to(np.asarray(est.time_s) - est.overhead_s, total.shape)
         compute = compute + part.count * np.broadcast_to(est.compute_s, total.shape)
         memory = memory + part.count * np.broadcast_to(est.memory_s, total.shape)
-    return scope.measured(total), work, compute, memory
+    return scope.measured(total, hw.clock_hz), work, compute, memory
 
 
 def _copies_fit(group: Group, copies: float, cache_bytes: float) -> np.ndarray:
@@ -300,8 +313,8 @@ def scopes_of(c: loo.Constants) -> dict[str, Scope]:
             **SCOPES,
             "aiconfigurator": Scope(floor),
             "aiconfigurator-gemm": Scope(floor, weight_copies=c.gemm_weight_copies),
-            "aiconfigurator-context": Scope(floor, c.context_plateau_s - 2 * floor),
-            "aiconfigurator-generation": Scope(floor, c.generation_plateau_s - floor),
+            "aiconfigurator-context": Scope(floor, -2 * floor, call_cycles=c.context_plateau_cycles),
+            "aiconfigurator-generation": Scope(floor, -floor, call_cycles=c.generation_plateau_cycles),
             "vidur": Scope(c.vidur_launch_s),
             "llmcompass": Scope(call),
             "llmcompass-layernorm": Scope(call, floor_s=c.llmcompass_layernorm_floor_s or 0.0),
@@ -389,7 +402,13 @@ def render_loo(doc: dict[str, Any]) -> Iterator[str]:
             elif isinstance(v, (tuple, list)):  # the narrow products' efficiencies: (key, value) pairs
                 shown = ", ".join(f"{key} {value:g}" for key, value in v)
             else:
-                shown = f"{v * 1e6:.2f} µs" if name.endswith("_s") else f"{v:g}"
+                shown = (
+                    f"{v * 1e6:.2f} µs"
+                    if name.endswith("_s")
+                    else f"{v:,.0f}"
+                    if name.endswith("_cycles")
+                    else f"{v:g}"
+                )
             cells.append(f"{fold}: {shown}" + ("" if fold == "shipped" else f" [{src}]"))
         yield f"  {name}"
         for cell in cells:

@@ -27,15 +27,22 @@ def _facts() -> loo.Facts:
     f.llmcompass_min_s = {"a": {"llmcompass": 13e-6, "llmcompass-layernorm": 52e-6, "llmcompass-gelu": 47e-6}}
     f.stream_fraction = {"a": 0.80, "b": 0.90, "c": 0.95}
     f.fp4_step_fraction = {"b": 0.70, "c": 0.80}
+    f.clock_hz = {"a": 1e9, "b": 2e9, "c": 1.5e9}
     return f
 
 
 def test_each_constant_is_the_median_over_the_training_devices() -> None:
-    """Without c: GEMM floor median(1, 2) = 1.5 µs, plateaus 11 and 8 µs; vidur and latency over a and x."""
+    """Without c: GEMM floor median(1, 2) = 1.5 µs; the plateaus in cycles at each device's clock (a 1 GHz, b 2 GHz):
+    context median(10 000, 24 000) = 17 000, generation median(7 000, 18 000) = 12 500; vidur and latency over a and
+    x. On a 1.5 GHz device those plateaus are 11.33 and 8.33 µs."""
     c = loo.derive(_facts(), {"a", "b", "x"})
     assert c.kernel_floor_s == pytest.approx(1.5e-6)
-    assert c.context_plateau_s == pytest.approx(11e-6)
-    assert c.generation_plateau_s == pytest.approx(8e-6)
+    assert c.context_plateau_cycles == pytest.approx(17_000)
+    assert c.generation_plateau_cycles == pytest.approx(12_500)
+    scopes = validate.scopes_of(c)
+    seconds = np.zeros(1)
+    assert scopes["aiconfigurator-context"].measured(seconds + 2 * 1.5e-6, 1.5e9)[0] == pytest.approx(17e3 / 1.5e9)
+    assert scopes["aiconfigurator-generation"].measured(seconds + 1.5e-6, 1.5e9)[0] == pytest.approx(12.5e3 / 1.5e9)
     assert c.vidur_launch_s == pytest.approx(1.5e-6)
     assert c.memory_latency_s == pytest.approx(650e-9)
     assert c.llmcompass_call_s == pytest.approx(13e-6)
@@ -52,7 +59,9 @@ def test_a_constant_whose_only_device_is_held_out_has_no_value() -> None:
     assert c.sources["llmcompass_call_s"] == "none"
     assert c.vidur_launch_s == pytest.approx(1e-6) and c.memory_latency_s == pytest.approx(700e-9)
     # Nothing but x: the stream fraction and the fp4 wait fall back to the shipped ones.
-    bare = replace(_facts(), gemm_min_s={"x": 1e-6}, context_min_s={"x": 1e-5}, generation_min_s={"x": 1e-5})
+    bare = replace(
+        _facts(), gemm_min_s={"x": 1e-6}, context_min_s={"x": 1e-5}, generation_min_s={"x": 1e-5}, clock_hz={"x": 1e9}
+    )
     only_x = loo.derive(bare, {"x"})
     assert only_x.matmul_stream_efficiency == roofline.MATMUL_STREAM_EFFICIENCY
     assert only_x.block_scaled_step_latency == roofline.BLOCK_SCALED_STEP_LATENCY
@@ -90,12 +99,14 @@ def test_each_norm_is_the_candidate_with_the_least_error_on_the_training_rows() 
 
 
 def test_the_rules_on_the_a100_rows_give_the_shipped_constants() -> None:
-    """bench/validate.py's scopes (2.5, 13.3, 10.4, 2, 13.1, 52, 47 µs, rounded there) and the 650 ns latency
-    (rounded from ~0.68 TB/s in the profile's note) from the A100's own rows."""
+    """bench/validate.py's scopes (2.5, 13.3, 10.4, 2, 13.1, 52, 47 µs, rounded there; the plateaus as cycles at the
+    A100 profile's 1 410 MHz) and the 650 ns latency (rounded from ~0.68 TB/s in the profile's note) from the A100's
+    own rows."""
     a100 = [g for g in validate.load() if g.device == validate.HARDWARE]
     c = loo.derive(loo.facts(a100), {validate.HARDWARE})
     s = loo.SHIPPED
-    for name in ("kernel_floor_s", "context_plateau_s", "generation_plateau_s", "vidur_launch_s"):
+    assert next(h for h in load_hardware() if h.slug == validate.HARDWARE).compute.clock_hz == loo.A100_CLOCK_HZ
+    for name in ("kernel_floor_s", "context_plateau_cycles", "generation_plateau_cycles", "vidur_launch_s"):
         assert getattr(c, name) == pytest.approx(getattr(s, name), rel=0.01), name
     for name in ("llmcompass_call_s", "llmcompass_layernorm_floor_s", "llmcompass_gelu_call_s"):
         assert getattr(c, name) == pytest.approx(getattr(s, name), rel=0.01), name

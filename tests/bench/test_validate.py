@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from bench import validate
@@ -109,13 +110,19 @@ def test_the_warm_attention_scopes_differ_from_the_cold_ones_by_the_cache_state_
 
     from bench import loo
 
-    derived = replace(loo.SHIPPED, kernel_floor_s=1.8e-6, context_plateau_s=10.4e-6, generation_plateau_s=6.8e-6)
+    derived = replace(
+        loo.SHIPPED, kernel_floor_s=1.8e-6, context_plateau_cycles=21_000.0, generation_plateau_cycles=16_000.0
+    )
     for scopes in (validate.SCOPES, validate.scopes_of(derived)):
         for phase in ("context", "generation"):
             cold, warm = scopes[f"aiconfigurator-{phase}"], scopes[f"aiconfigurator-{phase}-warm"]
-            assert (warm.launch_s, warm.call_s, warm.floor_s) == (cold.launch_s, cold.call_s, cold.floor_s)
+            same = ("launch_s", "call_s", "floor_s", "call_cycles")
+            assert [getattr(warm, x) for x in same] == [getattr(cold, x) for x in same]
             assert warm.warm_cache and not cold.warm_cache
-    assert validate.scopes_of(derived)["aiconfigurator-context-warm"].call_s == pytest.approx(10.4e-6 - 2 * 1.8e-6)
+    # On B200 (1 965 MHz): 21 000 cycles = 10.69 µs of plateau, less the two modelled kernels at 1.8 µs.
+    context = validate.scopes_of(derived)["aiconfigurator-context-warm"]
+    assert float(context.measured(np.asarray(2 * 1.8e-6), 1.965e9)) == pytest.approx(21_000 / 1.965e9)
+    assert float(context.measured(np.asarray(2 * 1.8e-6 + 5e-6), 1.965e9)) == pytest.approx(21_000 / 1.965e9 + 5e-6)
     groups = validate.load(data_dir())
     warm_devices = {g.device for g in groups if validate.SCOPES[g.scope].warm_cache}
     assert warm_devices == GENERATIONS
