@@ -56,7 +56,10 @@ class Engine:
         self.pool_tokens = float(sched.kv_blocks * sched.block_size)
         self.free_blocks = sched.kv_blocks
         self.held = 0.0  # on demand: prompt tokens of admitted prefills
-        self.launch_floor = 0.0 if sched.cuda_graphs else surface.kernels * launch_s
+        # An eager iteration takes at least its kernels' launches; with CUDA graphs only pure-decode iterations are
+        # replayed, so an iteration with prefill still runs eagerly (`Scheduler.cuda_graphs`).
+        self.eager_floor = surface.kernels * launch_s
+        self.launch_floor = 0.0 if sched.cuda_graphs else self.eager_floor
         # speculative decoding: positions a decoding sequence takes in a pass, tokens it gains per iteration
         self.spec = sched.speculation
         self.width = 1 if self.spec is None else self.spec.width
@@ -175,7 +178,7 @@ class Engine:
             if c + q >= prompt[rid]:
                 ending += 1
         t = surf.time(float(tokens), pieces, float(d), self.context, float(d * self.width + ending), self.spec)
-        duration = max(t, self.launch_floor) + over
+        duration = max(t, self.eager_floor) + over
         sim.record(now, duration, self.k, d, tokens, len(self.prefilling), self.kv_used(),
                    tokens / (tokens + d * self.width), self.context, self.width)  # fmt: skip
         return now + duration

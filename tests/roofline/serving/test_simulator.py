@@ -48,6 +48,18 @@ def test_continuous_batching_by_hand() -> None:
     assert tr.iterations == 5
 
 
+def test_an_iteration_with_prefill_runs_eagerly_and_takes_at_least_its_launches() -> None:
+    # A 1 ms surface of 400 kernels at 5 µs each: an eager iteration takes at least 2 ms. With CUDA graphs only the
+    # pure-decode iterations are replayed: the prefill (prompt 10) takes 2 ms, first token at 2 ms, then two decode
+    # steps of 1 ms (end at 4 ms). Without graphs every iteration takes 2 ms (end at 6 ms).
+    surface = replace(roofline.serving.IterationSurface.flat(MS), kernels=400.0)
+    for graphs, end in ((True, 4 * MS), (False, 6 * MS)):
+        sched = Scheduler(kind="continuous", kv_blocks=10_000, block_size=1, cuda_graphs=graphs)
+        tr = simulate(closed([10], [3], 1), Pool(surface, sched, launch_s=5e-6))
+        assert tr.first == pytest.approx([2 * MS])
+        assert tr.end == pytest.approx([end])
+
+
 def test_chunked_prefill_by_hand() -> None:
     # Budget 8 tokens: a 20-token prompt runs as chunks of 8, 8, 4 (first token at 3 ms); a second request arriving
     # with it waits until the first's chunks leave room: iteration 3 has 4 tokens left → its first chunk of 4, then
