@@ -208,6 +208,7 @@ def matmul(
     precision: str = "default",
     quantization: str = "none",
     input_quantized: bool = False,
+    may_split_k: bool = True,
 ) -> list[Kernel]:
     """C[b, m, n] = A[b, m, k] · B[b, k, n], with an optional elementwise epilogue on C.
 
@@ -215,6 +216,7 @@ def matmul(
     before a product at the scheme's narrow type, whose B (the weights) is stored quantised with its scales; C is
     written in `out_dtype` or `dtype`. "none": the product runs at `dtype`. `input_quantized`: A arrives already
     quantised (the kernel before wrote it narrow, as a fused MoE's expand kernel does): no quantise kernels.
+    `may_split_k`: False for a library whose configurations never split k (a fused MoE's grouped GEMMs).
 
     Matrix efficiency is the device's bf16 figure times the narrow types' own factor (`Hardware.matmul_efficiency`:
     fp8, fp8 with block scales, fp4).
@@ -251,6 +253,8 @@ def matmul(
         peak, unit = hw.matrix_peak(product)
         algorithm, efficiency_key = quantization, (q.efficiency if q.quantizes_input else product)
         splits, min_tile_m = (SPLIT_K if q.split_k else SPLIT_K[:1]), q.min_tile_m
+    if not may_split_k:
+        splits = SPLIT_K[:1]
     k_tile = float(BLOCK_SCALED_FP4_K_TILE.get(hw.architecture or "", 0)) if product == "fp4" else 0.0
     if k_tile > 0.0:  # a 4-bit product runs as NVFP4 does, quantised input or not: no split-K, 128-row tiles
         nvfp4 = _quantization("nvfp4")

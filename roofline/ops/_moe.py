@@ -15,7 +15,9 @@ kernel writes their per-expert layouts before the first (seven kernels).
 
 A grouped GEMM schedules every expert's tiles over the device together: its tiles and waves are those of a batched
 product of `touched` experts with `per_expert` rows each (`roofline.ops.matmul`'s batch), and it reads each touched
-expert's weights once.
+expert's weights once. It never splits k: the MoE GEMM runner's configurations are built with `max_split_k = 1`
+(`getTmaWarpSpecializedConfigs`, `getAmpereConfigs` in moe_gemm_template_dispatch.h), so an under-filled grid walks
+the whole k loop on the units it has.
 
 `tensor` splits each expert's intermediate width over devices (the first GEMM's columns, the second's k); `expert`
 splits the experts: the device holds experts / expert of them and computes the pairs routed there. `tokens` are the
@@ -182,8 +184,30 @@ def moe(
         )
     scheme = quantization_scheme if q else "none"
     products = [
-        matmul(hw, per_expert, g * width, h, touched, dtype, dtype, quantization=scheme, input_quantized=True),
-        matmul(hw, per_expert, h, width, touched, dtype, dtype, quantization=scheme, input_quantized=True),
+        matmul(
+            hw,
+            per_expert,
+            g * width,
+            h,
+            touched,
+            dtype,
+            dtype,
+            quantization=scheme,
+            input_quantized=True,
+            may_split_k=False,
+        ),
+        matmul(
+            hw,
+            per_expert,
+            h,
+            width,
+            touched,
+            dtype,
+            dtype,
+            quantization=scheme,
+            input_quantized=True,
+            may_split_k=False,
+        ),
     ]
     if weight_dtype is not None and q is None:
         for gemm in products:  # the weights (B) at their own size

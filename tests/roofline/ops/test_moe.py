@@ -108,3 +108,15 @@ def test_sm120_runs_the_tma_grouped_gemms_for_fp4_products_only() -> None:
     assert len(roofline.moe(sm120, *args, routing="balanced")) == 6
     assert len(roofline.moe(sm120, *args, quantization_scheme="fp8_tensor", routing="balanced")) == 6
     assert len(roofline.moe(sm120, *args, quantization_scheme="nvfp4", routing="balanced")) == 7
+
+
+def test_the_grouped_gemms_never_split_k() -> None:
+    """TensorRT-LLM's MoE GEMM configurations allow no split-K (`max_split_k = 1` in `getTmaWarpSpecializedConfigs`
+    and `getAmpereConfigs`, moe_gemm_template_dispatch.h): 16 tokens to one expert of width 256 over hidden 8 192 on
+    an A100 is 16 × 512 × 8 192 and 16 × 8 192 × 256, a few tiles for 108 SMs, which a plain product of the same
+    shape splits over k; the layer's products walk the whole k loop."""
+    plain = roofline.matmul(A100, 16, 512, 8192)[-1]
+    assert float(plain.extra["split_k"]) > 1
+    _, _, up, _, down, _ = roofline.moe(A100, 16.0, 8192.0, 256.0, 1.0, 1.0, routing="balanced")
+    assert float(up.extra["split_k"]) == float(down.extra["split_k"]) == 1.0
+    assert float(up.launches) == float(down.launches) == 1.0
