@@ -26,13 +26,14 @@ from roofline.ops._memory_bound import (
 )
 from roofline.ops._moe import ROUTINGS, moe, rank_load
 from roofline.ops._precision import PRECISIONS, matmul_algorithm, matmul_rate
-from roofline.ops._quantize import BLOCK_SCALED_FP4_K_TILE, QUANTIZATIONS, Quantization
+from roofline.ops._quantize import BLOCK_SCALED_FP4_K_TILE, FIXED_TILES, QUANTIZATIONS, Quantization
 
 __all__ = [
     "ACTIVATIONS",
     "BLOCK_SCALED_FP4_K_TILE",
     "DECODE_MAX_PACKED_GROUP",
     "EPILOGUES",
+    "FIXED_TILES",
     "FUNCTIONS",
     "K_STEP",
     "LAYERNORM_BLOCK_THREADS",

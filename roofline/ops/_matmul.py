@@ -14,7 +14,7 @@ from roofline._kernels import Kernel, arr
 from roofline._num import Bool
 from roofline.ops._memory_bound import elementwise_kernel
 from roofline.ops._precision import matmul_rate
-from roofline.ops._quantize import BLOCK_SCALED_FP4_K_TILE, quantize_input
+from roofline.ops._quantize import BLOCK_SCALED_FP4_K_TILE, FIXED_TILES, quantize_input
 from roofline.ops._quantize import quantization as _quantization
 
 # Matmul tiles are the output tiles a library picks among; waves are rounds of tiles over the compute units
@@ -262,6 +262,9 @@ def matmul(
     # Rows are aligned by their packed values (an NVFP4 row's scales are stored apart).
     aligned = _aligned(k, s_packed, hw.alignment_bytes) & _aligned(n, s_packed, hw.alignment_bytes)
     eff = hw.matmul_efficiency(efficiency_key) * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
+    fixed = FIXED_TILES.get((quantization, hw.architecture or ""))
+    if tile is None and fixed is not None:
+        tile = fixed
     pairs = [tile] if tile is not None else [t for t in hw.tiles if t[0] >= min_tile_m] or [max(hw.tiles)]
     search = _TileSearch(hw, peak, s_in, s_out, pairs, splits, k_tile, s_weight)
     slots = search.slots

@@ -54,6 +54,13 @@ class Quantization:
 BLOCK_SCALED_FP4_K_TILE: dict[str, int] = {"sm_100": 256, "sm_103": 256, "sm_120": 128, "sm_121": 128}
 
 
+# A scheme whose product is one fixed kernel on an architecture: its output tile (rows of A, columns of B). On Ada,
+# TensorRT-LLM's block-scaled fp8 GEMM is a single CUTLASS kernel, `GemmShape<32, 128, 128>`, 3 stages
+# (`gemm_dispatch_sm89`, fp8_blockscale_gemm_kernel.cuh in FlashInfer 0.7.4's copy of cutlass_kernels/
+# fp8_blockscale_gemm): no tile choice.
+FIXED_TILES: dict[tuple[str, str], tuple[int, int]] = {("fp8_block", "sm_89"): (32, 128)}
+
+
 QUANTIZATIONS: dict[str, Quantization] = {
     "fp8_tensor": Quantization("fp8", "fp8", 2.0, 1.0, None, 4.0, 2, 1.0, True),
     "fp8_block": Quantization("fp8", "fp8_block", 1.0, 1.0, 128.0, 4.0, 0, 1.0 + 4.0 / (128.0 * 128.0), False),

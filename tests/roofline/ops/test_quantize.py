@@ -110,3 +110,18 @@ def test_a_block_scaled_fp4_product_waits_for_every_k_tile() -> None:
         assert float(plain.matrix_s) == pytest.approx(seconds, rel=1e-12)
     other = replace(B200_LIKE, architecture="sm_90", memory_latency_s=650e-9)
     assert float(main_kernel(roofline.matmul(other, 1, 512, 65536, dtype="fp4")).matrix_s) < 10e-6
+
+
+def test_block_scaled_fp8_on_ada_is_one_kernel_of_32_by_128_tiles() -> None:
+    """TensorRT-LLM's block-scaled fp8 GEMM on sm_89 is a single kernel, `GemmShape<32, 128, 128>`
+    (`gemm_dispatch_sm89`): 4096 × 4096 × 4096 runs ⌈4096/32⌉ · ⌈4096/128⌉ = 4 096 tiles of 32 × 128, in
+    ⌈4096 / 132⌉ = 32 waves over the H100-sized grid. The same product on sm_90 keeps its tile search, and a tile given
+    by the caller wins over the fixed one."""
+    ada = replace(H100, architecture="sm_89")
+    fixed = main_kernel(roofline.matmul(ada, 4096, 4096, 4096, quantization="fp8_block"))
+    assert (float(fixed.extra["tile_m"]), float(fixed.extra["tile_n"])) == (32.0, 128.0)
+    assert float(fixed.extra["tiles"]) == 128 * 32 and float(fixed.extra["waves"]) == 32
+    searched = main_kernel(roofline.matmul(H100, 4096, 4096, 4096, quantization="fp8_block"))
+    assert (float(searched.extra["tile_m"]), float(searched.extra["tile_n"])) != (32.0, 128.0)
+    given = main_kernel(roofline.matmul(ada, 4096, 4096, 4096, quantization="fp8_block", tile=(128, 128)))
+    assert float(given.extra["tile_m"]) == 128.0
