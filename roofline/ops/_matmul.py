@@ -85,8 +85,8 @@ class _TileSearch:
         # point of coherence and writes back: a store completes in L2), so a wave's exposed traffic moves at the
         # L2's rate, as its memory time does (`roofline._kernels._warm`); never slower than device memory.
         l2 = hw.shared_l2_read_bytes_per_s
-        warm = (hw.warm_cache or hw.warm_operands) and l2 is not None and hw.cache_bytes > 0.0
-        self.cache_bytes = hw.cache_bytes if warm and l2 is not None and l2 > hw.memory_bytes_per_s else 0.0
+        warm = (hw.warm_cache or hw.warm_operands) and l2 is not None and l2 > hw.memory_bytes_per_s
+        self.cache_bytes = hw.cache_bytes if warm else 0.0  # 0: the waits stay at device memory's rate
         self.warm_bw = max(self.bw, (l2 or 0.0) * hw.eff_memory)
 
     def exposed_bandwidth(self, m: Num, n: Num, k: Num, b: Num, xp: _num.Ops) -> Num:

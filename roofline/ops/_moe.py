@@ -183,32 +183,12 @@ def moe(
             elementwise_kernel(hw, local, 0.0, 0.0, zero, 8.0 * (local + 1.0), layouts, 8.0, access="scalar")
         )
     scheme = quantization_scheme if q else "none"
+    # the first GEMM (gate and up: n = g · width over k = hidden), the second (down: n = hidden over k = width)
     products = [
-        matmul(
-            hw,
-            per_expert,
-            g * width,
-            h,
-            touched,
-            dtype,
-            dtype,
-            quantization=scheme,
-            input_quantized=True,
-            may_split_k=False,
-        ),
-        matmul(
-            hw,
-            per_expert,
-            h,
-            width,
-            touched,
-            dtype,
-            dtype,
-            quantization=scheme,
-            input_quantized=True,
-            may_split_k=False,
-        ),
-    ]
+        matmul(hw, per_expert, n, k_dim, touched, dtype, dtype, quantization=scheme, input_quantized=True,
+               may_split_k=False)
+        for n, k_dim in ((g * width, h), (h, width))
+    ]  # fmt: skip
     if weight_dtype is not None and q is None:
         for gemm in products:  # the weights (B) at their own size
             b_bytes = gemm[0].extra["b_bytes"]
