@@ -101,18 +101,23 @@ class Scope:
 
 KERNEL_FLOOR_S = 2.5e-6  # aiconfigurator: the shortest kernel in a CUDA-graph replay (1×32×32 GEMM)
 XLA_FLOOR_S = 4.14e-6  # XLA's matmul table: median of its devices' shortest matmul (4.85 µs B200, 3.44 µs gfx950)
+
+
+def attention_scopes(c: loo.Constants) -> dict[str, Scope]:
+    """aiconfigurator's attention calls: the call's plateau in cycles (A100: 13.3 µs context, 18 753 cycles at
+    1 410 MHz; 10.4 µs generation, 14 664 cycles; decision 0047) less its modelled kernels' floors, which the
+    prediction already counts: two for context (pre-processing, flash attention), one for generation (the decode
+    kernel applies RoPE and appends K, V itself)."""
+    floor = c.kernel_floor_s
+    return {
+        "aiconfigurator-context": Scope(floor, -2 * floor, call_cycles=c.context_plateau_cycles),
+        "aiconfigurator-generation": Scope(floor, -floor, call_cycles=c.generation_plateau_cycles),
+    }
+
+
 SCOPES = {
     "aiconfigurator": Scope(KERNEL_FLOOR_S),
-    # The call's plateau (A100: 13.3 µs, 18 753 cycles at 1 410 MHz; in cycles, decision 0047) − the two modelled
-    # kernels (pre-processing, flash attention) at 2.5 µs each.
-    "aiconfigurator-context": Scope(
-        KERNEL_FLOOR_S, -2 * KERNEL_FLOOR_S, call_cycles=loo.SHIPPED.context_plateau_cycles
-    ),
-    # The plateau (A100: 10.4 µs, 14 664 cycles) − the one modelled kernel (the decode kernel applies RoPE and appends
-    # K, V itself).
-    "aiconfigurator-generation": Scope(
-        KERNEL_FLOOR_S, -KERNEL_FLOOR_S, call_cycles=loo.SHIPPED.generation_plateau_cycles
-    ),
+    **attention_scopes(loo.SHIPPED),
     "vidur": Scope(2e-6),
     "llmcompass": Scope(13.1e-6),  # softmax 4096 × 32 (256 KB); matmul is the same eager call
     # 32 × 4096 … 4096 × 1024 all take 52-54 µs, and the decode layer's 8 × 12288 rows 48 µs, although PyTorch's
@@ -313,8 +318,7 @@ def scopes_of(c: loo.Constants) -> dict[str, Scope]:
             **SCOPES,
             "aiconfigurator": Scope(floor),
             "aiconfigurator-gemm": Scope(floor, weight_copies=c.gemm_weight_copies),
-            "aiconfigurator-context": Scope(floor, -2 * floor, call_cycles=c.context_plateau_cycles),
-            "aiconfigurator-generation": Scope(floor, -floor, call_cycles=c.generation_plateau_cycles),
+            **attention_scopes(c),
             "vidur": Scope(c.vidur_launch_s),
             "llmcompass": Scope(call),
             "llmcompass-layernorm": Scope(call, floor_s=c.llmcompass_layernorm_floor_s or 0.0),
