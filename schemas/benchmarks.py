@@ -118,7 +118,27 @@ class BenchmarkRunCreate(InputModel):
         description="Versions of what ran the kernels: driver, cuda, jax, jaxlib, xla, triton, libtpu, torch…",
     )
     timing_scope: TimingScope
+    host_overhead_s: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="wall_clock runs only: the fixed host cost of one call in this run (the framework's dispatch "
+        "and the synchronisation after it), 0 ≤ s ≤ 1, as measured on the same host (ridgeline-worker's dispatch "
+        "probe on accelerators). Given, each result is predicted as its kernel time (scope `kernel`) plus this once "
+        "per call; omitted, with the profile's kernel launch cost per kernel.",
+    )
     results: list[BenchmarkResultCreate] = Field(min_length=1, max_length=MAX_RESULTS)
+
+    @field_validator("host_overhead_s")
+    @classmethod
+    def _overhead_is_wall_clock(cls, value: float | None, info: ValidationInfo) -> float | None:
+        scope = info.data.get("timing_scope")
+        if value is not None and scope is not None and scope is not TimingScope.wall_clock:
+            raise ValueError(
+                "applies to wall_clock runs only (kernel and graph_replay timings hold no host cost); omit it or null"
+            )
+        return value
 
 
 class BenchmarkRunCreated(BaseModel):
@@ -142,6 +162,9 @@ class BenchmarkRunRead(BaseModel):
     host: str
     software: dict[str, str]
     timing_scope: TimingScope
+    host_overhead_s: float | None = Field(
+        default=None, description="The per-call host cost the upload gave (wall_clock runs), added to each prediction."
+    )
     results: int
     median_measured_over_predicted: float | None
     api_key: str | None = Field(default=None, description="Name of the key that uploaded the run.")

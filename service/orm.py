@@ -99,6 +99,7 @@ class BenchmarkRun(Base):
     host: Mapped[str] = mapped_column(String(200))
     software: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     timing_scope: Mapped[str] = mapped_column(String(20))
+    host_overhead_s: Mapped[float | None] = mapped_column(Float)
     api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"))
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     request_sha256: Mapped[str] = mapped_column(String(64))

@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -238,7 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     err = sys.stderr
     from worker.device import detect, host_name, software_versions
     from worker.progress import Progress
-    from worker.results import Measurement, RunInfo
+    from worker.results import Measurement, RunInfo, host_overhead_s
     from worker.spool import Spool
     from worker.suites import SUITES, Context, SkipCase, Target, plan, triton_available
     from worker.timing import TimingPolicy
@@ -330,7 +331,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 measured += 1
                 record = measurement.record()
-                if case.upload:
+                if device.platform != "cpu" and case.notes.get("ceiling") == "dispatch":
+                    # Every wall-clock batch after it states the host's per-call cost (`host_overhead_s`).
+                    overhead = host_overhead_s(stats)
+                    uploader.info = replace(uploader.info, host_overhead_s=overhead)
+                    record["uploaded"], record["host_overhead_s"] = False, overhead
+                    progress.note(f"{case.suite}: {case.name}: the host's cost per call, {overhead * 1e6:.4g} µs, "
+                                  "goes with the run; not sent itself")  # fmt: skip
+                elif case.upload:
                     uploader.add(measurement)
                 else:
                     record["uploaded"] = False

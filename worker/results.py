@@ -13,7 +13,7 @@ from schemas.benchmarks import BenchmarkRunCreate, Collective, TimingScope, Trai
 from schemas.ops import Op
 from worker.timing import Stats
 
-__all__ = ["Measurement", "RunInfo", "TimingScope", "run_payload", "validate_op"]
+__all__ = ["Measurement", "RunInfo", "TimingScope", "host_overhead_s", "run_payload", "validate_op"]
 
 
 @cache
@@ -77,16 +77,28 @@ class RunInfo:
     hardware: str  # a catalogue slug, or the device description for the service to map
     host: str
     software: dict[str, str]
+    host_overhead_s: float | None = None  # the per-call host cost of wall-clock results (`host_overhead_s`)
+
+
+def host_overhead_s(probe: Stats) -> float:
+    """A run's per-call host cost from its dispatch probe (`worker.suites.matmul.dispatch_probe`): the probe's
+    median less its kernel, which is the shortest a device runs (`adapters.KERNEL_FLOOR_S`, the kernel-scope
+    floor the service predicts it at); never below zero."""
+    from adapters import KERNEL_FLOOR_S
+
+    return max(0.0, probe.median_s - KERNEL_FLOOR_S)
 
 
 def run_payload(info: RunInfo, scope: TimingScope, results: list[dict[str, Any]]) -> dict[str, Any]:
     """A `POST /v1/benchmarks` body, checked against schemas.benchmarks.BenchmarkRunCreate."""
-    payload = {
+    payload: dict[str, Any] = {
         "hardware": info.hardware,
         "host": info.host,
         "software": info.software,
         "timing_scope": str(scope),
         "results": results,
     }
+    if scope is TimingScope.wall_clock and info.host_overhead_s is not None:
+        payload["host_overhead_s"] = info.host_overhead_s
     BenchmarkRunCreate.model_validate(payload)
     return payload

@@ -181,6 +181,51 @@ def test_wall_clock_scope_keeps_the_profile_launch_cost(client: TestClient, keys
     assert item["predicted_s"] == pytest.approx(5e-6 + p3(1e8 / VECTOR, 4e8 / BW), rel=1e-9)
 
 
+def test_a_stated_host_cost_is_added_once_per_call_to_kernel_time(client: TestClient, keys: dict[str, str]) -> None:
+    # A run that states its host's per-call cost (70 µs: what a JAX call and its block_until_ready cost on a GPU
+    # host) is predicted at kernel time, the 2.5 µs floor per kernel, plus 70 µs once per call.
+    copy_s = p3(1e8 / VECTOR, 4e8 / BW)
+    naive = {"kind": "attention", "batch": 1, "heads": 8, "head_dim": 64, "q_len": 256, "kv_len": 256,
+             "implementation": "naive"}  # fmt: skip
+    results = [{"op": elementwise(100_000_000), "median_s": 400e-6}, {"op": naive, "median_s": 1e-4}]
+    body = run_body(results, timing_scope="wall_clock", host_overhead_s=70e-6)
+    made = upload(client, keys["upload"], body)
+    assert made.status_code == 201, made.text
+    run = client.get(f"/v1/benchmarks/{made.json()['id']}").json()
+    assert run["host_overhead_s"] == 70e-6
+    first, second = run["items"]
+    assert first["predicted_s"] == pytest.approx(70e-6 + 2.5e-6 + copy_s, rel=1e-9)
+    assert first["measured_over_predicted"] == pytest.approx(400e-6 / (72.5e-6 + copy_s), rel=1e-9)
+    # Naive attention is two kernels: each pays the kernel floor, the host cost is paid once.
+    kernels = client.post(
+        "/v1/estimate/op", json={"hardware": A100, "op": naive, "options": {"launch_overhead_s": 2.5e-6}}
+    ).json()
+    assert kernels["overhead_s"] == pytest.approx(2 * 2.5e-6, rel=1e-12)
+    assert second["predicted_s"] == pytest.approx(kernels["time_s"] + 70e-6, rel=1e-12)
+    # Without it, a wall-clock run keeps the profile's 5 µs per kernel (above), and reads back null.
+    plain = upload(client, keys["upload"], run_body(results[:1], timing_scope="wall_clock")).json()
+    assert client.get(f"/v1/benchmarks/{plain['id']}").json()["host_overhead_s"] is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"timing_scope": "graph_replay", "host_overhead_s": 5e-5}, "wall_clock runs only"),
+        ({"timing_scope": "kernel", "host_overhead_s": 0.0}, "wall_clock runs only"),
+        ({"timing_scope": "wall_clock", "host_overhead_s": -1e-6}, "greater than or equal to 0"),
+        ({"timing_scope": "wall_clock", "host_overhead_s": 2.0}, "less than or equal to 1"),
+        ({"timing_scope": "wall_clock", "host_overhead_s": "soon"}, "valid number"),
+    ],
+)
+def test_a_bad_host_cost_is_a_422_naming_it(
+    client: TestClient, keys: dict[str, str], extra: dict[str, Any], message: str
+) -> None:
+    response = upload(client, keys["upload"], run_body([{"op": elementwise(10), "median_s": 1e-4}], **extra))
+    assert response.status_code == 422, response.text
+    [detail] = [d for d in response.json()["detail"] if d["field"] == "body.host_overhead_s"]
+    assert message in detail["message"], detail
+
+
 def test_a_device_description_maps_to_its_profile(client: TestClient, keys: dict[str, str]) -> None:
     body = run_body([{"op": elementwise(1000), "median_s": 3e-6}], hardware="NVIDIA A100-SXM4-80GB")
     made = upload(client, keys["upload"], body).json()

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from tests.worker.fakes import FakeService
 from worker.client import RetryPolicy, RidgelineClient
-from worker.results import Measurement, RunInfo, TimingScope, run_payload
+from worker.results import Measurement, RunInfo, TimingScope, host_overhead_s, run_payload
 from worker.spool import Spool
 from worker.timing import Stats
 from worker.upload import Uploader, flush
@@ -185,3 +188,22 @@ def test_an_unreadable_journal_is_set_aside_never_deleted(tmp_path: Path) -> Non
     assert spool.recover() == (0, 0)
     assert (spool.rejected_dir / "bad.journal.unreadable.jsonl").exists()
     assert "not JSON" in (spool.rejected_dir / "bad.journal.unreadable.reason.txt").read_text()
+
+
+def test_wall_clock_batches_carry_the_hosts_cost_per_call(tmp_path: Path) -> None:
+    # The probe's median less the 2.5 µs kernel floor it is predicted at (adapters.KERNEL_FLOOR_S); never negative.
+    assert host_overhead_s(Stats(72.5e-6, 70e-6, 80e-6, 1000)) == pytest.approx(70e-6, rel=1e-12)
+    assert host_overhead_s(Stats(2e-6, 1.9e-6, 2.1e-6, 1000)) == 0.0
+    info = replace(INFO, host_overhead_s=70e-6)
+    result = measurement(0).result()
+    assert run_payload(info, TimingScope.wall_clock, [result])["host_overhead_s"] == 70e-6
+    assert "host_overhead_s" not in run_payload(info, TimingScope.kernel, [result])  # kernel time has none
+    assert "host_overhead_s" not in run_payload(INFO, TimingScope.wall_clock, [result])
+    service = FakeService()
+    uploader = Uploader(Spool(tmp_path), info, client(service), batch_size=2)
+    run(uploader, 3)
+    uploader.close()
+    bodies = [json.loads(r.content) for r in service.requests]
+    assert [b["host_overhead_s"] for b in bodies] == [70e-6, 70e-6] and medians(service.results) == medians(
+        [measurement(i).result() for i in range(3)]
+    )

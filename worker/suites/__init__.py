@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from worker.results import TimingScope
 from worker.suites._base import Case, Context, SkipCase, Target, dtypes_for, primary_dtype
 from worker.suites.attention import plan_attention
 from worker.suites.collectives import plan_collectives
 from worker.suites.fusion import plan_c_relu_ab, plan_elementwise
 from worker.suites.gpu_triton import plan_triton, triton_available
-from worker.suites.matmul import plan_ceilings, plan_matmul
+from worker.suites.matmul import dispatch_probe, plan_ceilings, plan_matmul
 from worker.suites.norms import plan_norms
 from worker.suites.train import plan_train
 
@@ -55,11 +56,15 @@ SUITES: dict[str, Suite] = {
 
 
 def plan(names: list[str], target: Target) -> list[Case]:
-    """The cases of the named suites, in the order given."""
+    """The cases of the named suites, in the order given; on an accelerator, the dispatch probe first."""
     unknown = [name for name in names if name not in SUITES]
     if unknown:
         raise ValueError(f"unknown suite {', '.join(unknown)}; known: {', '.join(SUITES)}")
     cases: list[Case] = []
     for name in names:
         cases.extend(SUITES[name].plan(target))
+    if target.accelerator and any(case.timing_scope is TimingScope.wall_clock for case in cases):
+        # First, so that every wall-clock batch of the run carries the host's per-call cost (a CPU's is in its
+        # measured host profile instead: worker.hostprofile).
+        cases.insert(0, dispatch_probe(target))
     return cases

@@ -106,8 +106,9 @@ class Case:
     run: Callable[[Context], Stats]
     timing_scope: TimingScope = TimingScope.wall_clock
     notes: dict[str, Any] = field(default_factory=dict)
-    # False: measured for the host's profile and the results file only, because the service's profile for this
-    # device cannot predict the op (a bf16 product on a profile without a bf16 peak would make the batch a 422).
+    # False: measured for the host's profile, the run's host cost and the results file only: the service's profile
+    # for this device cannot predict the op (a bf16 product on a profile without a bf16 peak would make the batch a
+    # 422), or the op is the dispatch probe that the run's predictions are built on.
     upload: bool = True
 
     def __post_init__(self) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from worker.suites._base import Case, Context, Target, dtypes_for, primary_dtype
 from worker.timing import Stats
 
-__all__ = ["matmul_op", "plan_ceilings", "plan_matmul", "suite_precision", "wave_edge"]
+__all__ = ["dispatch_probe", "matmul_op", "plan_ceilings", "plan_matmul", "suite_precision", "wave_edge"]
 
 
 def matmul_op(m: int, n: int, k: int, dtype: str, precision: str = "default") -> dict[str, Any]:
@@ -111,6 +111,17 @@ def _plan_cpu_ceilings(target: Target) -> list[Case]:
     cases.append(Case("ceilings", f"stream bandwidth sum(x), {cols} fp32", stream, _run_stream(cols, "fp32"),
                       notes={"ceiling": "stream"}))  # fmt: skip
     return cases
+
+
+def dispatch_probe(target: Target) -> Case:
+    """An accelerator's per-call host cost: a 32³ product in the device's main dtype, whose kernel is the shortest
+    the device runs, timed as the suites time theirs (host clock around the call and `block_until_ready`). The run
+    states what it measured less that kernel (`worker.results.host_overhead_s`) and keeps the probe itself: sent,
+    it would be predicted from its own measurement."""
+    d = CPU_DISPATCH_N
+    dtype = primary_dtype(target)
+    return Case("ceilings", f"dispatch: matmul {d}³ {dtype}", matmul_op(d, d, d, dtype, suite_precision(dtype)),
+                _run_matmul(d, d, d, dtype), notes={"ceiling": "dispatch"}, upload=False)  # fmt: skip
 
 
 def _copy_case(target: Target) -> Case:
