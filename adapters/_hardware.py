@@ -8,9 +8,9 @@ from schemas.estimates import EstimateContext, Options
 from schemas.hardware import HardwareSpec
 
 # Kernel-time scopes (profiler sums, graph replays) have no host launch in them: their per-kernel fixed cost is
-# the shortest kernel the device runs, 2.5 µs on an A100 (aiconfigurator's 1×32×32 GEMM: bench/validate.py's
-# KERNEL_FLOOR_S), never more than the profile's launch cost. Wall-clock numbers keep the profile's kernel_launch_s.
-KERNEL_FLOOR_S = 2.5e-6
+# the shortest kernel the device runs (`roofline.KERNEL_FLOOR_S`), never more than the profile's launch cost.
+# Wall-clock numbers keep the profile's kernel_launch_s, or the run's own host cost (`service.benchmarks`).
+KERNEL_FLOOR_S = roofline.KERNEL_FLOOR_S
 
 # The core profiles of recent (profile, options) pairs: a catalogue profile's parse is cached per process
 # (`service.catalogue.service.cached_spec`), so most requests ask again for the same one, and building its core

@@ -110,11 +110,11 @@ SHIPPED_MEMORY_LATENCY_S = 650e-9  # every NVIDIA profile's memory latency (RL-A
 # epilogue), 15-25 thousand SM cycles against a few device-memory round trips (decision 0047): its plateau is a number
 # of cycles, which each device runs at its own clock. The shipped plateaus are the A100's 13.3 and 10.4 µs at its
 # profile's 1 410 MHz; `PLATEAU_CYCLES` names the constants the rule derives in cycles.
-A100_CLOCK_HZ = 1.41e9
+A100_CLOCK_HZ = next(h.compute.clock_hz for h in load_hardware() if h.slug == "a100-sxm-80gb")  # 1.41e9
 PLATEAU_CYCLES = ("context_plateau_cycles", "generation_plateau_cycles")
 # The constants shipped in bench/validate.py and the catalogue, for the report's first column.
 SHIPPED = Constants(
-    kernel_floor_s=2.5e-6,
+    kernel_floor_s=roofline.KERNEL_FLOOR_S,
     context_plateau_cycles=13.3e-6 * A100_CLOCK_HZ,
     generation_plateau_cycles=10.4e-6 * A100_CLOCK_HZ,
     vidur_launch_s=2e-6,

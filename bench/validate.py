@@ -99,7 +99,7 @@ class Scope:
         return out
 
 
-KERNEL_FLOOR_S = 2.5e-6  # aiconfigurator: the shortest kernel in a CUDA-graph replay (1×32×32 GEMM)
+KERNEL_FLOOR_S = roofline.KERNEL_FLOOR_S  # the shortest kernel in a CUDA-graph replay
 XLA_FLOOR_S = 4.14e-6  # XLA's matmul table: median of its devices' shortest matmul (4.85 µs B200, 3.44 µs gfx950)
 
 

@@ -87,7 +87,7 @@ MIB = 1 << 20
 BIG = MIB  # messages of at least 1 MiB: the accuracy target
 SMALL = 64 << 10  # messages up to 64 KiB: the latency floor
 BUCKETS = ((0, SMALL, "≤64K"), (SMALL, MIB, "64K-1M"), (MIB, 16 * MIB, "1M-16M"), (16 * MIB, float("inf"), "≥16M"))
-KERNEL_FLOOR_S = 2.5e-6  # the shortest kernel of a CUDA-graph replay on an A100 (bench/validate.py)
+KERNEL_FLOOR_S = roofline.KERNEL_FLOOR_S  # the shortest kernel of a CUDA-graph replay
 # scaling-book's newest per-link ICI figure over Google's for the same links (v5p, v6e: 9e10 / 1e11).
 TPU_ICI_EFFICIENCY = 0.9
 # TensorRT-LLM hands all-reduces from 2 MiB on to NCCL (its table equals NCCL's): the core's engine all-reduce bound.

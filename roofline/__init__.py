@@ -22,7 +22,7 @@ from roofline._hardware import (
     Hardware,
     dtype_bytes,
 )
-from roofline._kernels import Kernel, chain, fuse, single
+from roofline._kernels import KERNEL_FLOOR_S, Kernel, chain, fuse, single
 from roofline.collectives import (
     ALGORITHMS,
     FABRIC_CLASSES,
@@ -130,6 +130,7 @@ __all__ = [
     "FABRIC_CLASSES",
     "FLASH_BACKWARD",
     "GPU_LIBRARY_LAUNCH_S",
+    "KERNEL_FLOOR_S",
     "LL_PAYLOAD",
     "LL_RING_BUS_FRACTION",
     "LL_RING_REDUCE_BUS_FRACTION",

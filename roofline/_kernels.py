@@ -19,6 +19,12 @@ def arr(x: float | Array | Sequence[float]) -> Array:
     return out
 
 
+# A kernel's fixed cost when no host launch precedes it (a CUDA-graph replay, a profiler's kernel sum): only the
+# device's own scheduling of the next kernel, the shortest kernel a graph replays (aiconfigurator's 1×32×32 GEMM on an
+# A100, 2.5 µs: validation/aiconfigurator-a100/gemm_perf.csv). The kernel-time scopes of measurements, the serving
+# engines' decode graphs and the validation's graph-replay tables all use it.
+KERNEL_FLOOR_S = 2.5e-6
+
 # How the two limits of a streaming kernel combine: the device's bandwidth and Little's law over the loads its threads
 # keep in flight (`Hardware.parallel_bandwidth`). They are not independent: as the traffic nears the bandwidth,
 # requests queue at the memory controllers and the loaded latency grows, so a kernel runs below both limits near the

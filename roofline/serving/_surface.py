@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline._hardware import dtype_bytes
+from roofline._kernels import KERNEL_FLOOR_S
 from roofline._num import Array
 from roofline.inference import InferenceRun
 from roofline.inference._evaluation import P10, P90, TERMS, TIME, Evaluator
@@ -40,12 +41,10 @@ from roofline.serving._config import Speculation
 
 _OVERHEAD = TERMS.index("overhead_s")
 
-# A kernel's fixed cost inside a CUDA-graph replay: no host launch, only the device's own scheduling of the next
-# kernel, the shortest kernel a graph replays (aiconfigurator's 1×32×32 GEMM on A100, 2.5 µs; the same figure as
-# `adapters.KERNEL_FLOOR_S` and bench/validate.py's graph-replay scopes). The engines replay their decode batches as
-# graphs (TensorRT-LLM's `cuda_graph_config`, SGLang's `cuda_graph_max_bs`, vLLM V1's captured sizes) and run
-# iterations with prefill chunks eagerly, at the profile's launch cost.
-GRAPH_KERNEL_S = 2.5e-6
+# A kernel's fixed cost inside a CUDA-graph replay (`roofline._kernels.KERNEL_FLOOR_S`). The engines replay their
+# decode batches as graphs (TensorRT-LLM's `cuda_graph_config`, SGLang's `cuda_graph_max_bs`, vLLM V1's captured
+# sizes) and run iterations with prefill chunks eagerly, at the profile's launch cost.
+GRAPH_KERNEL_S = KERNEL_FLOOR_S
 ATTENTION_ROWS = ("attention", "attention_scores", "softmax", "attention_values")
 HEAD_ROWS = ("lm_head", "final_norm")
 
