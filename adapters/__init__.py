@@ -24,6 +24,7 @@ from adapters._batch import (
     Predictions,
     evaluate_ops,
     predict,
+    predict_measured,
     template_key,
 )
 from adapters._calibration import (
@@ -134,6 +135,7 @@ __all__ = [
     "plan_serving",
     "plan_training",
     "predict",
+    "predict_measured",
     "prepare_run",
     "render_run",
     "render_serving",

@@ -20,8 +20,9 @@ from numpy.typing import NDArray
 
 import roofline
 from adapters._collectives import device_topology
+from adapters._hardware import scoped_core
 from adapters._ops import evaluate, size_fields
-from schemas.benchmarks import Collective, TrainingStep
+from schemas.benchmarks import Collective, TimingScope, TrainingStep
 from schemas.common import InputModel
 from schemas.hardware import HardwareSpec
 from schemas.ops import Chain
@@ -181,3 +182,23 @@ def predict(
     """`Predictions.of(evaluate_ops(…))` for a list of measured ops (`schemas.benchmarks.ResultOp`) on `hw`, whose
     launch cost is their timing scope's (`scoped_core`); `where` names the list (`body.results.17.op.dtype`)."""
     return Predictions.of(evaluate_ops(hw, ops, lambda index: f"{where}.{index}.op", spec))
+
+
+def predict_measured(
+    spec: HardwareSpec,
+    slug: str,
+    scope: TimingScope,
+    ops: Sequence[Any],
+    host_overhead_s: float | None = None,
+    where: str = "body.results",
+) -> Predictions:
+    """The raw model's time for measured ops in their timing scope (`POST /v1/benchmarks` stores these). A wall-clock
+    measurement whose host's per-call cost is known (`host_overhead_s`) is predicted as kernel time (each kernel at
+    the kernel-scope floor) plus that cost once per call: one jitted call dispatches once, and the kernels after the
+    first queue behind it on the device. The cost is overhead, which calibrations leave alone."""
+    if host_overhead_s is None:
+        return predict(scoped_core(spec, slug, scope), ops, where, spec)
+    preds = predict(scoped_core(spec, slug, TimingScope.kernel), ops, where, spec)
+    preds.time_s = preds.time_s + host_overhead_s  # NaN (no prediction) stays NaN
+    preds.overhead_s = preds.overhead_s + host_overhead_s
+    return preds

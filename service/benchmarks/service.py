@@ -29,7 +29,6 @@ from schemas.benchmarks import (
     TimingScope,
 )
 from schemas.common import ErrorDetail
-from schemas.hardware import HardwareSpec
 from schemas.ops import Chain
 from service import ratelimit
 from service.auth import Principal
@@ -181,7 +180,7 @@ def _create_run(
     spent = ratelimit.charge(session, limits, principal.key_id, len(body.results)) if limits else None
     spec = catalogue.get_spec(session, HARDWARE, slug)
     ops = [r.op for r in body.results]
-    preds = _predictions(spec, slug, body, ops)
+    preds = adapters.predict_measured(spec, slug, body.timing_scope, ops, body.host_overhead_s)
     measured = np.array([r.median_s for r in body.results])
     ratio = measured / preds.time_s  # NaN where there is no prediction
 
@@ -240,19 +239,6 @@ def _create_run(
     run = repo.run(run_id)
     assert run is not None
     return created(run), False
-
-
-def _predictions(spec: HardwareSpec, slug: str, body: BenchmarkRunCreate, ops: list[Any]) -> adapters.Predictions:
-    """The raw model's time for each result in the run's timing scope. A wall-clock run that states its host's
-    per-call cost is predicted as kernel time (each kernel at the kernel-scope floor, `adapters.scope_launch_s`) plus
-    that cost once per call: one jitted call dispatches once, and the kernels after the first queue behind it on the
-    device. That cost is overhead, which calibrations leave alone (`predicted_overhead_s`)."""
-    if body.host_overhead_s is None:
-        return adapters.predict(adapters.scoped_core(spec, slug, body.timing_scope), ops, spec=spec)
-    preds = adapters.predict(adapters.scoped_core(spec, slug, TimingScope.kernel), ops, spec=spec)
-    preds.time_s = preds.time_s + body.host_overhead_s  # NaN (no prediction) stays NaN
-    preds.overhead_s = preds.overhead_s + body.host_overhead_s
-    return preds
 
 
 def _run_read(run: BenchmarkRun, key_names: dict[int, str]) -> BenchmarkRunRead:
