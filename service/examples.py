@@ -218,6 +218,25 @@ BENCHMARK_RUN_EXAMPLES = {
             ],
         },
     ),
+    "jax-host-clock": Example(
+        summary="A JAX product on an H200, timed on the host clock, with the host's measured cost per call",
+        value={
+            "hardware": "NVIDIA H200",
+            "host": "gpu-node-18",
+            "software": {"jax": "0.11.2", "jaxlib": "0.11.2", "cuda": "13.0"},
+            "timing_scope": "wall_clock",
+            "host_overhead_s": 7.518e-5,
+            "results": [
+                {
+                    "op": {"kind": "matmul", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"},
+                    "median_s": 4.395e-4,
+                    "p10_s": 3.958e-4,
+                    "p90_s": 5.024e-4,
+                    "repeats": 1000,
+                },
+            ],
+        },
+    ),
 }
 
 COLLECTIVE_EXAMPLES = {

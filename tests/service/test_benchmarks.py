@@ -23,6 +23,7 @@ from sqlalchemy import delete, func, select
 
 from service import auth, migrate
 from service.db import make_engine, make_sessionmaker
+from service.examples import BENCHMARK_RUN_EXAMPLES
 from service.orm import ApiKey, BenchmarkResult, BenchmarkRun, Calibration
 from tests.conftest import LiveServer, PostgresSchema, free_port, ridgeline_command
 
@@ -224,6 +225,16 @@ def test_a_bad_host_cost_is_a_422_naming_it(
     assert response.status_code == 422, response.text
     [detail] = [d for d in response.json()["detail"] if d["field"] == "body.host_overhead_s"]
     assert message in detail["message"], detail
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARK_RUN_EXAMPLES))
+def test_every_swagger_example_uploads(client: TestClient, keys: dict[str, str], name: str) -> None:
+    body = BENCHMARK_RUN_EXAMPLES[name]["value"]
+    made = upload(client, keys["upload"], body)
+    assert made.status_code == 201, made.text
+    assert made.json()["results"] == made.json()["predicted"] == len(body["results"])
+    run = client.get(f"/v1/benchmarks/{made.json()['id']}").json()
+    assert run["host_overhead_s"] == body.get("host_overhead_s")
 
 
 def test_a_device_description_maps_to_its_profile(client: TestClient, keys: dict[str, str]) -> None:
