@@ -9,7 +9,7 @@ from schemas.hardware import HardwareSpec
 
 # Kernel-time scopes (profiler sums, graph replays) have no host launch in them: their per-kernel fixed cost is
 # the shortest kernel the device runs (`roofline.KERNEL_FLOOR_S`), never more than the profile's launch cost.
-# Wall-clock numbers keep the profile's kernel_launch_s, or the run's own host cost (`service.benchmarks`).
+# Wall-clock numbers keep the profile's kernel_launch_s, or the run's own host cost (`adapters.predict_measured`).
 KERNEL_FLOOR_S = roofline.KERNEL_FLOOR_S
 
 # The core profiles of recent (profile, options) pairs: a catalogue profile's parse is cached per process

@@ -128,6 +128,17 @@ def worker_results(path: Path, hardware: str) -> list[validate.Result]:
     ]  # fmt: skip
 
 
+def _entry(r: validate.Result, interval: str | None = None, coverage: float | None = None) -> dict[str, Any]:
+    """One family's line of the report: its errors, and its interval family and coverage where it has them."""
+    summary = validate.summary(r, worst=3)
+    return {
+        "device": r.device, "family": r.family, "timed": FAMILIES[r.family], "interval_family": interval,
+        "count": summary["count"], "median_ape": round(summary["median_ape"], 4),
+        "p90_ape": round(summary["p90_ape"], 4), "bias": round(summary["bias"], 4), "coverage": coverage,
+        "worst": summary["worst"],
+    }  # fmt: skip
+
+
 def figures(root: Path = DATA) -> dict[str, Any]:
     """Per device and family: rows, median and p90 absolute error, bias, and the share of rows inside the shipped
     intervals."""
@@ -137,26 +148,13 @@ def figures(root: Path = DATA) -> dict[str, Any]:
     out: dict[str, Any] = {"generated_by": "python -m bench.heldout", "families": []}
     for r in validate.run(groups, scopes={**validate.SCOPES, **SCOPES}):
         assert r.work_s is not None  # bench.validate's results carry their work, math and memory seconds
-        summary = validate.summary(r, worst=3)
         regimes = np.asarray(regime(r.work_s, 0.0, r.compute_s, r.memory_s))
         res = intervals.Residuals(np.full(regimes.size, families[r.family]), regimes, np.full(regimes.size, r.device),
                                   r.measured_s / r.predicted_s)  # fmt: skip
         inside = intervals.inside(res, table, np.ones(regimes.size, dtype=bool), families[r.family])[0]
-        out["families"].append({
-            "device": r.device, "family": r.family, "timed": FAMILIES[r.family], "interval_family": families[r.family],
-            "count": summary["count"], "median_ape": round(summary["median_ape"], 4),
-            "p90_ape": round(summary["p90_ape"], 4), "bias": round(summary["bias"], 4),
-            "coverage": round(float(inside.mean()), 4), "worst": summary["worst"],
-        })  # fmt: skip
+        out["families"].append(_entry(r, families[r.family], round(float(inside.mean()), 4)))
     for folder, name in WORKER_RUNS.items():
-        for r in worker_results(root / folder / name, DEVICES[folder]):
-            summary = validate.summary(r, worst=3)
-            out["families"].append({
-                "device": r.device, "family": r.family, "timed": FAMILIES[r.family], "interval_family": None,
-                "count": summary["count"], "median_ape": round(summary["median_ape"], 4),
-                "p90_ape": round(summary["p90_ape"], 4), "bias": round(summary["bias"], 4), "coverage": None,
-                "worst": summary["worst"],
-            })  # fmt: skip
+        out["families"].extend(_entry(r) for r in worker_results(root / folder / name, DEVICES[folder]))
     out["families"].sort(key=lambda f: (list(FAMILIES).index(f["family"]), f["device"]))
     return out
 

@@ -70,7 +70,7 @@ class Scheduler:
     out, preempts the most recently admitted request, which recomputes its tokens when readmitted (vLLM's
     recompute preemption). `iteration_overhead_s`: the engine's own per-iteration host time (scheduling,
     sampling) not hidden behind the GPU; `cuda_graphs`: pure-decode iterations are CUDA-graph replays, each kernel at
-    the graph's fixed cost (`_surface.GRAPH_KERNEL_S`), while iterations with prefill run eagerly; False: every
+    the graph's fixed cost (`roofline._kernels.KERNEL_FLOOR_S`), while iterations with prefill run eagerly; False: every
     iteration is eager and takes at least its kernels' launches; `speculation`: speculative decoding (`Speculation`;
     None: one token per sequence per iteration)."""
 

@@ -7,12 +7,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from roofline._kernels import KERNEL_FLOOR_S
 from roofline.collectives import collective
 from roofline.inference import InferenceRun, Parallelism, kv_bytes_per_sequence, weights_per_device
 from roofline.inference._memory import activation_bytes_per_sequence
 from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError
 from roofline.serving._simulator import Pool
-from roofline.serving._surface import GRAPH_KERNEL_S, IterationSurface, build_surface
+from roofline.serving._surface import IterationSurface, build_surface
 
 SurfaceBuilder = Callable[[InferenceRun, int, int, int, float | None], IterationSurface]
 
@@ -120,7 +121,10 @@ def _pool(
         tokens = sched.max_num_seqs * int(requests.prompt.max())
     if sched.speculation is not None:  # a verification pass: k + 1 positions per decoding sequence
         tokens = max(tokens, sched.max_num_seqs * sched.speculation.width)
-    graph = GRAPH_KERNEL_S if sched.cuda_graphs and sched.kind != "static" else None
+    # The engines replay their decode batches as CUDA graphs (TensorRT-LLM's `cuda_graph_config`, SGLang's
+    # `cuda_graph_max_bs`, vLLM V1's captured sizes), a kernel there costing the graph floor, and run iterations with
+    # prefill chunks eagerly, at the profile's launch cost.
+    graph = KERNEL_FLOOR_S if sched.cuda_graphs and sched.kind != "static" else None
     surface = build(spec.run, max(tokens, 1), sched.max_num_seqs, longest, graph)
     scheduler = replace(sched, kv_blocks=per_engine)
     hw = spec.run.system.hardware

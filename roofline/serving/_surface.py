@@ -31,7 +31,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline._hardware import dtype_bytes
-from roofline._kernels import KERNEL_FLOOR_S
 from roofline._num import Array
 from roofline.inference import InferenceRun
 from roofline.inference._evaluation import P10, P90, TERMS, TIME, Evaluator
@@ -41,10 +40,6 @@ from roofline.serving._config import Speculation
 
 _OVERHEAD = TERMS.index("overhead_s")
 
-# A kernel's fixed cost inside a CUDA-graph replay (`roofline._kernels.KERNEL_FLOOR_S`). The engines replay their
-# decode batches as graphs (TensorRT-LLM's `cuda_graph_config`, SGLang's `cuda_graph_max_bs`, vLLM V1's captured
-# sizes) and run iterations with prefill chunks eagerly, at the profile's launch cost.
-GRAPH_KERNEL_S = KERNEL_FLOOR_S
 ATTENTION_ROWS = ("attention", "attention_scores", "softmax", "attention_values")
 HEAD_ROWS = ("lm_head", "final_norm")
 
@@ -216,7 +211,7 @@ def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_co
     """Evaluate the parts of an iteration on grids for one engine (`run`: model, system, parallelism, precision;
     its workload is ignored) up to `max_tokens` per pass, `max_sequences` decoding and `max_context` keys.
     `graph_kernel_s`: pure-decode iterations are CUDA-graph replays whose kernels each cost this fixed time instead
-    of the profile's launch (`GRAPH_KERNEL_S`); None: every iteration runs eagerly."""
+    of the profile's launch (`KERNEL_FLOOR_S`); None: every iteration runs eagerly."""
     ev = Evaluator()
     tokens = np.array(token_grid(max(max_tokens, max_sequences)), dtype=np.float64)
     # Decode attention steps with the waves of its CTAs over the SMs (sequences × KV heads, split along the keys):
