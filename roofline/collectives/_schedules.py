@@ -51,6 +51,24 @@ def _ring_schedule(op: str, v: Array, n: int, link: Link, bidirectional: bool, w
     return [(op + where, link, 1, v)]  # send_recv between neighbours
 
 
+def _a2a_channel_load(n: int, link: Link) -> float:
+    """Per byte of each rank's send buffer, what a direct all-to-all over a switch costs at the link's rate.
+
+    (n−1)/n in general: each device sends all but its own 1/n to its peers at once. A GPU library on a scale-up
+    fabric moves its own 1/n through its channels as well: nccl-tests' alltoall (and PyTorch's all_to_all_single)
+    posts a send and a receive for every rank, itself included, NCCL runs them as n rounds of its point-to-point
+    schedule, the self round a copy by the channels' threads (NCCL 2.29.7 `src/enqueue.cc` `addP2pToPlan`,
+    `selfSend`; `src/device/sendrecv.h`, `isCopy`), and gives every round the same number of channels
+    (`nChannelsMin` halved while nChannelsMin · nRanks > p2pnChannels). On NVLink the channels, not the link, set
+    the rate (NCCL's topology search provisions channels of `bwIntra` each until they add up to the NVLink
+    bandwidth, `src/graph/search.cc`), so each round moves its 1/n at 1/n of that rate and the self round takes as
+    long as a peer's: the call costs the whole buffer, V/B, whatever n. Over the host's PCIe the link is the
+    bottleneck and a channel's copy into its own memory is not: (n−1)/n."""
+    if link.timing == "nccl_protocols" and link.fabric == "scale_up":
+        return 1.0
+    return (n - 1) / n
+
+
 def _buffer_copy(op: str, v: Array, n: int, link: Link) -> list[Step]:
     """The step of a buffered library ring that stays in device memory: one chunk (V/n) per rank read and written,
     `BUFFER_COPY_STREAMS[op]` streams of it (Link.memory_bytes_per_s); costed for the Simple protocol only (LL's own
@@ -101,7 +119,7 @@ def _switch_schedule(op: str, algorithm: str, v: Array, n: int, link: Link) -> l
             two_shot = [("reduce_scatter", link, 1, frac), ("all_gather", link, 1, frac)]
             return [[("one_shot", link, 1, (n - 1) * v)], two_shot]
         if op == "all_to_all":  # pairwise exchanges, one handshake per peer (DTB: (P−1)·α)
-            return [[(op, link, n - 1, frac)]]
+            return [[(op, link, n - 1, _a2a_channel_load(n, link) * v)]]
         if op in ("broadcast", "reduce"):  # the root sends (receives) the whole buffer to (from) every peer
             return [[(op, link, 1, (n - 1) * v)]]
         return [[(op, link, 1, v)]]
@@ -217,7 +235,7 @@ _FORMULAS = {
     ("direct", "all_gather"): "α + (n−1)/n·V/B",
     ("direct", "reduce_scatter"): "α + (n−1)/n·V/B",
     ("direct", "all_reduce"): "min(α + (n−1)·V/B one-shot, 2α + 2(n−1)/n·V/B two-shot)",
-    ("direct", "all_to_all"): "(n−1)·α + (n−1)/n·V/B",
+    ("direct", "all_to_all"): "(n−1)·α + (n−1)/n·V/B; V/B for a GPU library on NVLink (its self round)",
     ("direct", "broadcast"): "α + (n−1)·V/B",
     ("direct", "reduce"): "α + (n−1)·V/B",
     ("direct", "send_recv"): "α + V/B",

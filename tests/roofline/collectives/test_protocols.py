@@ -38,7 +38,8 @@ def test_ll_on_a_ring_reaches_nccls_fraction_and_half_payload_elsewhere() -> Non
     }
     assert ll["ring/ll/reduce_scatter"] == pytest.approx(8e-6 + 3e-6 + 3 / 4 * 1e6 / 100e9)
     assert ll["ring/ll/all_reduce"] == pytest.approx(8e-6 + 6e-6 + 2 * 3 / 4 * 1e6 / 75e9)
-    assert ll["direct/ll/all_to_all"] == pytest.approx(8e-6 + 3e-6 + 3 / 4 * 1e6 / 150e9)
+    # The all-to-all's self round takes its share of the channels on a scale-up fabric: the whole 1 MB, not 3/4.
+    assert ll["direct/ll/all_to_all"] == pytest.approx(8e-6 + 3e-6 + 1e6 / 150e9)
     ib = rl.Link(50e9, 5e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=11.3e-6)
     two = rl.Hierarchical(node, rl.Switch(2, ib))
     ring = rl.collective("all_gather", 1e6, two, "ring")
@@ -70,3 +71,23 @@ def test_buffered_simple_ring_adds_one_chunk_copied_through_device_memory() -> N
     assert one(a2a[0].time_s) == one(a2a[1].time_s)
     with pytest.raises(ValueError, match="memory_bytes_per_s"):
         rl.Link(300e9, 1e-6, memory_bytes_per_s=0.0)
+
+
+def test_library_all_to_all_moves_its_self_round_through_the_channels_on_nvlink_not_over_pcie() -> None:
+    # nccl-tests' alltoall posts a send and a receive for every rank, itself included; NCCL runs the n rounds on equal
+    # shares of its channels and on NVLink the channels set the rate, so the call costs the whole buffer V at the
+    # link's rate whatever n: 256 MiB over 600 GB/s on 2 GPUs, Simple (1 handshake of 1 + 2.8 µs, 8 µs launch).
+    # Over the host's PCIe the link binds: (n − 1)/n of it. An alpha-beta switch (no library) keeps (n − 1)/n too.
+    v = 256 * 2**20
+    nvlink = rl.Link(600e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6)
+    pcie = rl.Link(600e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6, fabric="host")
+    plain = rl.Link(600e9, 1e-6)
+    assert one(rl.collective("all_to_all", v, rl.Switch(2, nvlink), "direct").time_s) == pytest.approx(
+        8e-6 + 3.8e-6 + v / 600e9
+    )
+    assert one(rl.collective("all_to_all", v, rl.Switch(2, pcie), "direct").time_s) == pytest.approx(
+        8e-6 + 3.8e-6 + v / 2 / 600e9
+    )
+    assert one(rl.collective("all_to_all", v, rl.Switch(8, plain), "direct").time_s) == pytest.approx(
+        7 * 1e-6 + 7 / 8 * v / 600e9
+    )
