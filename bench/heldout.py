@@ -90,17 +90,27 @@ def load(root: Path, hardware: str) -> list[Group]:
     groups.append(Group("heldout", "gemm-fp8", [Part(op, {"m": m, "n": n, "k": k})], col(fp8, "latency") * 1e-3,
                         _labels(m, n, k), "torch-graph"))  # fmt: skip
     attention = dict_rows(root / "context_attention_perf.csv")
-    for source, family in (("cudnn", "attention-prefill-cudnn"), ("flash", "attention-prefill-fa2")):
+    # cuDNN runs Hopper's own kernels (the `flash` implementation on an sm_90 profile); the FlashAttention-2 backend
+    # runs FlashAttention-2's (`flash2`).
+    for source, family, kernel in (
+        ("cudnn", "attention-prefill-cudnn", "flash"), ("flash", "attention-prefill-fa2", "flash2"),
+    ):  # fmt: skip
         # Single-token "prefills" (isl 1) are decode-shaped: the table's prefill rows start at 16 tokens.
         rows = [r for r in attention if r["kernel_source"] == source and int(r["isl"]) > 1]
         for g in aiconfigurator_attention(root / "context_attention_perf.csv", "context", rows=rows):
             # The attention kernel alone: SDPA takes Q, K and V as they are (no RoPE, no cache append).
-            groups.append(replace(g, family=family, parts=g.parts[:1], scope="torch-graph-warm"))
+            groups.append(replace(g, family=family, parts=[_as(g.parts[0], kernel)], scope="torch-graph-warm"))
     for g in aiconfigurator_attention(root / "generation_attention_perf.csv", "generation"):
-        groups.append(replace(g, family="attention-decode-fa2", scope="torch-graph-warm"))
+        parts = [_as(g.parts[0], "flash2"), *g.parts[1:]]
+        groups.append(replace(g, family="attention-decode-fa2", parts=parts, scope="torch-graph-warm"))
     for g in groups:
         g.source, g.device = "heldout", hardware
     return groups
+
+
+def _as(part: Part, implementation: str) -> Part:
+    """An attention part predicted as `implementation` (`schemas.ops.AttentionOpImpl`)."""
+    return replace(part, op=part.op.model_copy(update={"implementation": implementation}))
 
 
 def worker_results(path: Path, hardware: str) -> list[validate.Result]:

@@ -246,12 +246,16 @@ class AttentionImpl(StrEnum):
 
 class AttentionOpImpl(StrEnum):
     """`naive`: two kernels over all heads, the b·h·q·kv scores written to device memory and read back. `flash`:
-    FlashAttention's tiled online softmax. `fused_per_head`: one fused kernel per head of one example that keeps
-    that head's q·kv scores on chip when they fit (seed 001's "handle each example independently"), else as naive."""
+    FlashAttention's tiled online softmax as the device's architecture runs it (on Hopper, warp-specialised
+    persistent kernels: FlashAttention-3, cuDNN, TensorRT-LLM). `flash2`: FlashAttention-2's kernel on any GPU
+    (mma.sync tiles, softmax after the products; PyTorch SDPA's flash backend), which on Hopper reaches about 2/3 of
+    the tensor-core peak. `fused_per_head`: one fused kernel per head of one example that keeps that head's q·kv
+    scores on chip when they fit (seed 001's "handle each example independently"), else as naive."""
 
     naive = "naive"
     fused_per_head = "fused_per_head"
     flash = "flash"
+    flash2 = "flash2"
 
 
 class Attention(InputModel):

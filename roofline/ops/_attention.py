@@ -3,11 +3,23 @@ MHA), with the tile schedule of `roofline.ops._flash`."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from roofline import _num
 from roofline._estimate import Num
 from roofline._hardware import Hardware, dtype_bytes
 from roofline._kernels import Kernel
-from roofline.ops._flash import flash_tiles
+from roofline.ops._flash import (
+    FA2_KV_ROUND_TRIPS,
+    FA2_SPLIT_ROWS,
+    MMA_SYNC_PEAK_FRACTION,
+    WARP_SPECIALISED_PREFILL_ARCHITECTURES,
+    fa2_split_keys,
+    fa2_splits,
+    fa2_tile,
+    flash_tiles,
+    hopper_prefill_tile,
+)
 
 # TensorRT-LLM's XQA decode kernel packs the query heads of one K/V head into one thread block for groups of at
 # most 32 query heads (`XQA_KV_ROUND_TRIPS` cites its source); larger groups fall back to its masked-MHA kernel, one
@@ -89,6 +101,8 @@ def attention(
         pairs_w = causal_pairs(q, kv, window)
         kv = window_keys(q, kv, window)
     peak, unit = hw.matrix_peak(dtype)
+    if implementation == "flash2":  # FlashAttention-2's mma.sync kernels, whatever the device runs natively
+        peak = peak * MMA_SYNC_PEAK_FRACTION.get(hw.architecture or "", 1.0)
     full_pairs = q * kv
     q_bytes = s * b * h * q * d
     k_bytes = v_bytes = s * b * kvh * kv * d
@@ -124,17 +138,40 @@ def attention(
         pairs = pairs_w
     m_elems = hw.local_bytes_per_unit / s if hw.local_bytes_per_unit else 1.0e5
     br = _num.minimum(_num.ceil(m_elems / (4.0 * d)), d)
+    # The architecture's own prefill kernel class: Hopper's warp-specialised, persistent kernels and their tiles.
+    native = implementation == "flash" and hw.architecture in WARP_SPECIALISED_PREFILL_ARCHITECTURES
+    specialised: _num.Bool = native & (q > 1.0) if native else False
+    kv_block: Num = br
+    if native:
+        rows, keys = hopper_prefill_tile(d, causal)
+        br, kv_block = _num.where(specialised, rows, br), _num.where(specialised, keys, br)
+    # FlashAttention-2 (`flash2`): one-token decode with grouped heads runs as a prefill of the group's query heads
+    # against their K/V head (flash_api.cpp lines 406-413, `seqlenq_ngroups_swapped`: no window, head_dim % 8 = 0),
+    # without a causal mask (seqlen_q = 1 is not causal), its keys split by FlashAttention-2's own rule.
+    fa2 = implementation == "flash2"
+    tile_h, tile_q, tile_causal = h, q, causal
+    splits: Num | None = None
+    if fa2:
+        swap = (q == 1.0) & (h > kvh) & (window is None)
+        tile_h, tile_q = _num.where(swap, kvh, h), _num.where(swap, h / kvh, q)
+        tile_causal = causal and not bool(np.all(np.asarray(q) == 1.0))
+        split_keys = fa2_split_keys(d)
+        m_blocks = _num.ceil(tile_q / FA2_SPLIT_ROWS)
+        splits = fa2_splits(b * tile_h * m_blocks, float(hw.units), _num.ceil(kv / split_keys))
+        rows, keys = fa2_tile(d, tile_causal, hw.architecture, hw.local_bytes_per_unit or 0.0)
+        split = splits > 1.0
+        br, kv_block = _num.where(split, FA2_SPLIT_ROWS, rows), _num.where(split, split_keys, keys)
     kv_fits = (k_bytes + v_bytes) / (b * kvh) * _num.minimum(float(hw.units), b * kvh) <= hw.cache_bytes
     # Each query block re-reads the keys its rows see: a share pairs / (q·kv) of them, or with a window the
     # br + w − 1 keys of its band.
     share = pairs / full_pairs if window is None else window_keys(br, kv, window) / kv
-    rereads = _num.where(kv_fits, 1.0, _num.maximum(1.0, _num.ceil(q / br) * share))
+    rereads = _num.where(kv_fits, 1.0, _num.maximum(1.0, _num.ceil(tile_q / br) * share))
     # Decode that runs masked MHA (groups over `DECODE_MAX_PACKED_GROUP`): one thread block per query head, each
     # reading its group's K and V. The first read comes from device memory; the other group − 1 come from L2 (when
     # the device's L2 bandwidth is known) while the group's blocks stream it together (below), from device memory
     # otherwise.
     group = h / kvh
-    per_head = (q == 1.0) & (group > DECODE_MAX_PACKED_GROUP)
+    per_head = (q == 1.0) & (group > DECODE_MAX_PACKED_GROUP) & (not fa2)
     shared = _num.where(per_head, (group - 1.0) * (k_bytes + v_bytes), 0.0)
     l2_rate = hw.shared_l2_read_bytes_per_s
     if l2_rate is not None and hw.threads_per_unit is not None:
@@ -168,8 +205,9 @@ def attention(
         first_kv_s_per_byte = _num.where(warm, l2_s_per_byte, first_kv_s_per_byte)
         io_s_per_byte = _num.where(warm, l2_s_per_byte, hbm_s_per_byte)
     tiles = flash_tiles(
-        hw, (b, h, _num.where(per_head, h, kvh), d, q, kv), br, causal, peak, s, dtype, first_kv_s_per_byte, window,
-        io_s_per_byte,
+        hw, (b, tile_h, _num.where(per_head, h, kvh), d, tile_q, kv), br, tile_causal, peak, s, dtype,
+        first_kv_s_per_byte, window, io_s_per_byte, kv_block, specialised, splits,
+        FA2_KV_ROUND_TRIPS if fa2 else None,
     )  # fmt: skip
     kernel.matrix_s = tiles.pop("seconds")
     # Split keys: the partial outputs are combined by a second kernel (FlashDecoding), or inside the same one (XQA).
@@ -177,4 +215,15 @@ def attention(
     kernel.exposed_s = tiles.pop("exposed_s") - (launches - 1.0) * hw.launch_s
     kernel.launches = launches
     kernel.extra = {"query_block_rows": br + _num.zeros_like(q), "kv_reads": rereads, **tiles}
-    return [kernel]
+    if not fa2 or not np.any(swap):
+        return [kernel]
+    # FlashAttention-2's swapped decode hands its output and query back in the caller's layout: each
+    # `.transpose(1, 2).reshape(...)` of a (batch, group, kv heads, d) tensor is a copy (flash_api.cpp, mha_fwd's
+    # end), two more kernels that read and write b·h·d elements each.
+    moved = _num.where(swap, 2.0 * q_bytes, 0.0)
+    copies = Kernel(
+        flops=0.0, matrix_s=0.0, vector_flops=0.0, sfu_ops=0.0, external_in_bytes=moved, chained_in_bytes=0.0,
+        out_bytes=moved, peak=hw.vector_peak(dtype), unit="vector", launches=_num.where(swap, 2.0, 0.0),
+        assumptions={"attention": implementation, "layout copies": "swapped decode's output and query"},
+    )  # fmt: skip
+    return [kernel, copies]

@@ -695,3 +695,22 @@ def test_an_estimate_carries_the_shipped_interval(client: TestClient, body: dict
     # The same op in a list, and as a point of a sweep, carries the same interval.
     listed = ops(client, {"hardware": A100, "ops": [body]})["items"][0]
     assert (listed["time_s_p10"], listed["time_s_p90"]) == (got["time_s_p10"], got["time_s_p90"])
+
+
+def test_flash2_attention_counts_flash_attention_2s_layout_copies_and_names_the_implementations(
+    client: TestClient,
+) -> None:
+    # FlashAttention-2's one-token decode of 32 query heads on 4 K/V heads (H100): the attention kernel reads Q
+    # (4·32·128 bf16 = 32 768 B) and K, V (2 · 4 sequences · 4 heads · 1 024 keys · 128 · 2 B = 8 388 608 B) once and
+    # writes O (32 768 B); its swapped layout then copies the output and the query back: 2 × 32 768 B read and written.
+    op = {"kind": "attention", "batch": 4, "heads": 32, "kv_heads": 4, "head_dim": 128, "q_len": 1, "kv_len": 1024,
+          "implementation": "flash2"}  # fmt: skip
+    response = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": op})
+    assert response.status_code == 200, response.text
+    assert response.json()["bytes"] == 32768 + 8388608 + 32768 + 2 * 2 * 32768
+    # The same call as the device's own kernel has no copies.
+    own = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": {**op, "implementation": "flash"}})
+    assert own.json()["bytes"] == 32768 + 8388608 + 32768
+    bad = client.post("/v1/estimate/op", json={"hardware": "h100-sxm", "op": {**op, "implementation": "flash3"}})
+    assert rejected(bad) == ["body.op.implementation"]
+    assert "'flash2'" in bad.json()["message"]

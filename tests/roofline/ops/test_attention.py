@@ -40,21 +40,23 @@ BW = 2039e9 * 0.9
     q_len=st.sampled_from([1, 1, 7, 512, 4096]),
     extra_keys=st.integers(0, 32_768),
     causal=st.booleans(),
-    implementation=st.sampled_from(["flash", "naive", "fused_per_head"]),
+    implementation=st.sampled_from(["flash", "flash2", "naive", "fused_per_head"]),
     window=st.sampled_from([None, 128, 4096]),
+    hopper=st.booleans(),
 )
 def test_one_attention_in_floats_is_the_same_as_in_an_array(
     batch: int, kv_heads: int, group: int, head_dim: int, q_len: int, extra_keys: int, causal: bool,
-    implementation: str, window: int | None,
+    implementation: str, window: int | None, hopper: bool,
 ) -> None:  # fmt: skip
-    """Attention's float path (decode, prefill, masked MHA, split keys, naive) against its array path: every term
-    and detail to the last bit, the time to the ulp of `kernel_time`'s pow."""
+    """Attention's float path (decode, prefill, masked MHA, split keys, naive, Hopper's kernels, FlashAttention-2)
+    against its array path: every term and detail to the last bit, the time to the ulp of `kernel_time`'s pow."""
     sizes = (batch, kv_heads * group, kv_heads, head_dim, q_len, q_len + extra_keys)
+    hw = H100 if hopper else A100
 
     def estimate(*numbers: Any) -> roofline.Estimate:
         w = None if window is None or not causal else float(window)
-        kernels = roofline.attention(A100, *numbers, causal=causal, implementation=implementation, window=w)
-        return roofline.single(kernels, A100, VECTOR_PEAK, A100.launch_s)
+        kernels = roofline.attention(hw, *numbers, causal=causal, implementation=implementation, window=w)
+        return roofline.single(kernels, hw, hw.vector_peak("fp32"), hw.launch_s)
 
     one, many = estimate(*sizes), estimate(*(np.array([x], dtype=np.float64) for x in sizes))
     assert isinstance(one.time_s, float)
@@ -277,3 +279,69 @@ def test_a_windowed_prefill_does_the_band_s_work_and_reads_the_band_s_keys() -> 
     assert kernel.extra["kv_reads"] == pytest.approx(128 * 255 / 16_384)
     with pytest.raises(ValueError, match="causal"):
         roofline.attention(A100, 1.0, 1.0, 1.0, 128.0, 16.0, 16.0, causal=False, window=8.0)
+
+
+# --- kernel classes: Hopper's own prefill kernels and FlashAttention-2 ---------------------------------------------
+
+H100_BW = 3.35e12 * 0.90
+
+
+def test_hopper_prefill_hides_its_softmax_behind_the_products_and_waits_for_one_wave_only() -> None:
+    # H100 (sm_90), 264 sequences of 4 096 tokens, one head of 128, causal. Hopper's kernel (FlashAttention-3 as
+    # FlashInfer ports it): 128 × 128 tiles, 32 per head; per head 128·32·33 / (2·128) + 32/2 = 544 blocks, 1 088
+    # per SM. A block's products 4·128·128·128 FLOPs at 989e12 × 0.81 (10.47 ns) outlast its softmax (5 fp32
+    # operations and one exponential per score: 16 384 × 5 / (67e12 × 0.8) + 16 384 / (3.865e12 × 0.8) = 6.83 ns),
+    # which overlaps them: 1 088 × 132 × 10.47 ns. A persistent grid waits for its first wave's tiles only: query,
+    # output (32 768 B each) and first K/V block (65 536 B) of 132 blocks at the memory's share.
+    products = 4 * 128 * 128 * 128 / (989e12 * 0.81)
+    softmax = 16384 * 5 / (67e12 * 0.8) + 16384 / (3.865e12 * 0.8)
+    assert products > softmax
+    (native,) = roofline.attention(H100, 264, 1, 1, 128, 4096, 4096)
+    assert float(native.extra["query_block_rows"]) == 128.0
+    assert float(native.matrix_s) == pytest.approx(1088 * 132 * products, rel=1e-12)
+    assert float(native.exposed_s) == pytest.approx(131072 * 132 / H100_BW, rel=1e-12)
+    # FlashAttention-2 on the same GPU: its 128 × 64 tile (head_dim 128 off sm_86/sm_89), mma.sync at 2/3 of the
+    # tensor peak, the softmax after the products; 128·32·33 / (2·64) + 16 = 1 072 blocks per head, every one of
+    # 64 waves of 132 tiles (8 448) waiting for its query, output (32 768 B each) and first K/V block (32 768 B).
+    products2 = 4 * 128 * 64 * 128 / (989e12 * 2 / 3 * 0.81)
+    softmax2 = 8192 * 5 / (67e12 * 0.8) + 8192 / (3.865e12 * 0.8)
+    (fa2,) = roofline.attention(H100, 264, 1, 1, 128, 4096, 4096, implementation="flash2")
+    assert float(fa2.extra["kv_splits"]) == 1.0 and float(fa2.launches) == 1.0
+    assert float(fa2.matrix_s) == pytest.approx(264 * 1072 * (products2 + softmax2), rel=1e-12)
+    assert float(fa2.exposed_s) == pytest.approx(64 * 98304 * 132 / H100_BW, rel=1e-12)
+    # The A100 (sm_80) runs no warp-specialised kernel: `flash` there is the tile schedule of before.
+    (a100,) = roofline.attention(A100, 264, 1, 1, 128, 4096, 4096)
+    assert float(a100.extra["query_block_rows"]) == 128.0
+    assert float(a100.exposed_s) > 64 * 131072 * 108 / BW  # one wait per wave of 108 (8 448 tiles: 79 waves)
+
+
+def test_flash2_splits_the_keys_by_flash_attention_2s_own_rule() -> None:
+    # num_splits_heuristic(batch · heads · m-blocks, 2 · 132 SMs, key blocks, 128) on an H100, decode (one query).
+    # 40 query heads on 8 K/V heads: the group of 5 runs as one 64-row tile per (sequence, K/V head): 8 tiles, far
+    # below 0.8 × 264. 512 keys are 4 blocks of 128 (head_dim 128); 3 splits would walk 2 blocks each, as 2 do, so
+    # 3 is not eligible; wave efficiencies 8/264, 16/264, 32/264: the fewest within 0.85 of the best is 4. A second
+    # kernel combines them.
+    (kernel, _) = roofline.attention(H100, 1, 40, 8, 128, 1, 512, implementation="flash2")
+    assert float(kernel.extra["kv_splits"]) == 4.0 and float(kernel.launches) == 2.0
+    assert float(kernel.extra["ctas"]) == 32.0
+    # 640 keys: 5 blocks; 4 splits walk 2 blocks as 3 do (not eligible), 5 walk one: 40/264 is the best, 5 splits.
+    (five, _) = roofline.attention(H100, 1, 40, 8, 128, 1, 640, implementation="flash2")
+    assert float(five.extra["kv_splits"]) == 5.0
+    # 256 sequences × 8 heads (no grouping: nothing swapped) fill 2048 ≥ 0.8 × 264 tiles: one split, one kernel.
+    (full,) = roofline.attention(H100, 256, 8, 8, 128, 1, 4096, implementation="flash2")
+    assert float(full.extra["kv_splits"]) == 1.0 and float(full.launches) == 1.0
+
+
+def test_flash2_decode_copies_its_swapped_output_and_query_back_and_waits_two_loads_per_wave() -> None:
+    # Grouped decode runs swapped (flash_api.cpp, seqlenq_ngroups_swapped); at its end the output and the query are
+    # each copied back to the caller's layout: 2 kernels reading and writing b·h·d bf16 elements (4·32·128·2 B).
+    (_, copies) = roofline.attention(H100, 4, 32, 4, 128, 1, 1024, implementation="flash2")
+    assert float(copies.launches) == 2.0
+    assert float(copies.external_in_bytes) == float(copies.out_bytes) == 2 * 4 * 32 * 128 * 2
+    # 1 056 sequences, one head of 64, 2 cached keys: 1 056 tiles (no split: ≥ 0.8 × 264), 8 waves of 132. A block
+    # waits for its Q and first K tile, and only then asks for V (flash_fwd_kernel.h): 2 latencies, more than a
+    # wave's tiles (16-row query and output, 2 048 B each; K and V of 2 keys, 512 B) take at the memory's share.
+    assert (2048 + 2048 + 512) * 132 / H100_BW < 2 * LATENCY
+    (tiny,) = roofline.attention(H100, 1056, 1, 1, 64, 1, 2, implementation="flash2")
+    assert float(tiny.extra["kv_splits"]) == 1.0
+    assert float(tiny.exposed_s) == pytest.approx(8 * 2 * LATENCY, rel=1e-12)
