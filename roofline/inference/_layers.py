@@ -130,7 +130,20 @@ class LayerOps:
             adjust = (*adjust, ("out", out))
         epi = tuple(e for e in epilogue if self.fused or e == "bias")  # eager linear layers add their bias (addmm)
         static = {"dtype": dtype, "epilogue": epi, "fuse_epilogue": True}
-        self.ps.add(name, self.call("matmul", sizes, static, self.inv if index is None else index, adjust), count)
+        index = self.inv if index is None else index
+        self.ps.add(name, self.call("matmul", sizes, static, index, adjust), count)
+        if weight is None and dtype_bytes(dtype) < 2.0:
+            self.quantize(name, sizes, dtype, count, index)
+
+    def quantize(self, name: str, sizes: dict[str, Array], dtype: str, count: float, index: IntArray) -> None:
+        """The kernel that quantises a narrow linear layer's 16-bit input, once per call: it reads the m·k input at
+        2 bytes and writes it at the narrow type's (NVFP4's per-16 scales included). The serving engines run it
+        before each quantised GEMM: TensorRT-LLM's linear layer (`static_quantize_e4m3_per_tensor`, `fp4_quantize`,
+        the per-token-group fp8 kernel; `roofline.ops.QUANTIZATIONS`' sources, decision 0028) and vLLM's
+        (`Fp8LinearMethod`: `scaled_fp8_quant`). Weight-only layers (16-bit activations) have none."""
+        elements = sizes["m"] * sizes["k"] * sizes["batch"]
+        static = {"inputs": 1, "outputs": dtype_bytes(dtype) / 2.0, "flops_per_element": 2.0, "dtype": "bf16"}
+        self.ps.add(name + "_quantize", self.call("elementwise", {"elements": elements}, static, index), count)
 
     def vector(self, name: str, op: str, count: float, static: dict[str, Any], **sizes: Array | float) -> None:
         """A memory-bound op over the pass's tokens."""

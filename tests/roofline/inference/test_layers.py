@@ -140,3 +140,29 @@ def test_attention_kept_in_bf16_under_int4_weights_reads_bf16_weights() -> None:
     out = rows(inf.estimate_inference(run).decode)["output_projection"]
     io = 4 * 8192 + 2 * 4 * 8192  # input, output and the residual its epilogue adds (4 tokens, bf16)
     assert out.bytes == pytest.approx(80 * (8192 * 8192 + io) * 2, rel=1e-9)
+
+
+def test_a_quantised_linear_layer_quantises_its_16_bit_input_first() -> None:
+    """W8A8 and W4A4 linear layers run a quantisation kernel before the product, as the engines do (TensorRT-LLM's
+    linear layer, vLLM's `scaled_fp8_quant`): it reads the m·k input at 2 bytes and writes it at the narrow type's
+    1 (fp8) or 0.5625 (NVFP4, scales included) bytes. Llama-3-70B, one decode step of 4 sequences, tensor 1: the
+    down projection's input is 4 × 28 672 values, the QKV projection's 4 × 8 192, in each of 80 layers. The router
+    and the LM head stay 16-bit (no kernel); weight-only int4 keeps 16-bit activations (none)."""
+    model = MODELS["llama-3-70b"]
+    run = inf.InferenceRun(
+        model, system("h100-sxm"), inf.Workload.uniform(4, 1023, 2), inf.Parallelism(tensor=1),
+        inf.Precision("fp8", "fp8", "bf16"),
+    )  # fmt: skip
+    decode = rows(inf.estimate_inference(run).decode)
+    assert decode["ffn_down_quantize"].calls == 80
+    assert decode["ffn_down_quantize"].bytes == pytest.approx(80 * 4 * 28672 * (2 + 1))
+    assert decode["qkv_projection_quantize"].bytes == pytest.approx(80 * 4 * 8192 * (2 + 1))
+    assert "lm_head_quantize" not in decode
+    fp4_h100 = replace(system("h100-sxm").hardware, matrix_flops_per_s={
+        **system("h100-sxm").hardware.matrix_flops_per_s, "fp4": 4 * 989e12})  # fmt: skip
+    nvfp4 = replace(run, system=system("h100-sxm", fp4_h100), precision=inf.Precision("fp4", "fp4", "bf16"))
+    assert rows(inf.estimate_inference(nvfp4).decode)["ffn_down_quantize"].bytes == pytest.approx(
+        80 * 4 * 28672 * (2 + 0.5625)
+    )
+    w4a16 = replace(run, precision=inf.Precision("int4", "bf16", "bf16"))
+    assert not [name for name in rows(inf.estimate_inference(w4a16).decode) if name.endswith("_quantize")]
