@@ -194,6 +194,7 @@ def inference_run(
             str(dtypes.activations),
             str(dtypes.kv_cache or dtypes.activations),
             None if dtypes.attention is None else str(dtypes.attention),
+            str(dtypes.fp8_scaling),
         ),
         attention=str(implementation.attention),
         fused=implementation.fused,

@@ -82,6 +82,10 @@ PRECISIONS = {
 # its note: "Kimi-K2.5/R1 NVFP4 exclude the whole self_attn block") and gpt-oss's own (its model card: MXFP4 for the
 # MoE weights only). DeepSeek-V3.1-NVFP4 excludes only q/kv and keeps o_proj NVFP4: not expressible by one attention
 # type, left all fp4 (2 rows).
+# FP8 checkpoints scaled in blocks (`roofline.Precision.fp8_scaling`): DeepSeek-V3's and DeepSeek-R1's, 128 × 128
+# weight blocks and 1 × 128 activation groups (DeepSeek-V3 technical report §3.3, "fine-grained quantization"). The
+# others' scaling is not on file (MiniMax-M2.5's config was not read): per tensor.
+FP8_BLOCK_SCALED = {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"}
 FP4_ATTENTION_BF16 = {
     "deepseek-ai/DeepSeek-R1", "nvidia/DeepSeek-R1-NVFP4", "deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K2.5",
     "openai/gpt-oss-120b",
@@ -125,6 +129,8 @@ def _engine(model: str, device: str, precision: str, backend: str, tp: int, adp:
     prec = PRECISIONS[precision]
     if precision == "fp4" and model in FP4_ATTENTION_BF16:
         prec = replace(prec, attention="bf16")
+    if precision == "fp8" and model in FP8_BLOCK_SCALED:
+        prec = replace(prec, fp8_scaling="block")
     # Every backend runs its own all-reduce kernels by default (TensorRT-LLM's AUTO strategy, vLLM's and SGLang's
     # custom all-reduce): `tensor_all_reduce="custom"`.
     run = roofline.InferenceRun(

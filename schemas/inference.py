@@ -101,6 +101,11 @@ class InferenceDtype(StrEnum):
     fp4 = "fp4"
 
 
+class Fp8Scaling(StrEnum):
+    tensor = "tensor"
+    block = "block"
+
+
 class Dtypes(InputModel):
     """Storage types. Matmuls compute at the activation dtype's peak and read weights at the weight dtype's size
     (weight-only quantisation: W8A16, W4A16; fp8 or int8 for both is W8A8). Embedding and LM-head tables, norms
@@ -115,6 +120,14 @@ class Dtypes(InputModel):
             "The attention projections' type, weights and product both (QKV, output; MLA's down, up and absorbed "
             "projections). Defaults to the weights' and activations' types. NVFP4 checkpoints of DeepSeek-R1 and "
             "Kimi-K2.5 keep self-attention in bf16: weights and activations fp4, attention bf16."
+        ),
+    )
+    fp8_scaling: Fp8Scaling = Field(
+        default=Fp8Scaling.tensor,
+        description=(
+            "How W8A8 fp8 products are scaled: `tensor`, one scale per tensor (most dense models' FP8 checkpoints), "
+            "or `block`, DeepSeek-V3's 128 × 128 weight blocks and 1 × 128 activation groups (DeepSeek-V3 and R1 "
+            "checkpoints): the products run at the block-scaled kernels' rate and quantise their input per group."
         ),
     )
 

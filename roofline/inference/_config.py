@@ -118,6 +118,9 @@ class Parallelism:
         return self.tensor * self.pipeline * self.data
 
 
+FP8_SCALINGS = ("tensor", "block")
+
+
 @dataclass(frozen=True)
 class Precision:
     """Storage types. Matmuls compute at the activation dtype's peak and read their weight operand at the weight
@@ -133,6 +136,12 @@ class Precision:
     # keep their self-attention blocks in bf16 (`exclude_modules` of their quantisation configs, as aiconfigurator-core
     # 0.12's `sdk/models/deepseek.py` reads them): only the experts and the MLPs run in fp4.
     attention: str | None = None
+    # How W8A8 fp8 products are scaled (`FP8_SCALINGS`): "tensor", one scale per tensor (the FP8 checkpoints of
+    # Llama and most dense models, TensorRT Model Optimizer's per-tensor input scales), or "block": DeepSeek-V3's
+    # 128 × 128 weight blocks and 1 × 128 activation groups (its config's `weight_block_size`, followed by
+    # DeepSeek-R1's, Qwen3's and MiniMax-M2's FP8 checkpoints), products and quantisation as
+    # `roofline.ops.QUANTIZATIONS["fp8_block"]` runs them.
+    fp8_scaling: str = "tensor"
 
     @property
     def tables(self) -> str:
@@ -268,6 +277,10 @@ def validate_inference(run: InferenceRun) -> None:
             hw.matrix_peak(dtype)
         except ValueError as err:
             raise InferenceConfigError(f"dtypes.{name}", str(err)) from None
+    if prec.fp8_scaling not in FP8_SCALINGS:
+        raise InferenceConfigError(
+            "dtypes.fp8_scaling", f"unknown fp8 scaling {prec.fp8_scaling!r}; known: {', '.join(FP8_SCALINGS)}"
+        )
     for name, dtype in (("weights", prec.weights), ("kv_cache", prec.kv_cache), ("activations", prec.activations)):
         try:
             dtype_bytes(dtype)

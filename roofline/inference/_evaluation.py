@@ -82,7 +82,8 @@ def families(op: str, static: dict[str, Any], sizes: dict[str, Array]) -> Any:
 def _apply(kernels: list[Kernel], adjust: tuple[tuple[str, float], ...]) -> None:
     """Storage types the op functions take as one dtype: a matmul's weight operand (B) read at the weight or KV
     dtype, flash attention's K/V at the KV dtype, a gated epilogue writing half of its product's columns."""
-    main = kernels[0]
+    # The product itself: a quantised matmul's quantisation kernels come before it (`roofline.ops.matmul`).
+    main = next((k for k in kernels if "b_bytes" in k.extra), kernels[0])
     for what, factor in adjust:
         if what == "b_operand":
             main.external_in_bytes = main.external_in_bytes + main.extra["b_bytes"] * (factor - 1.0)

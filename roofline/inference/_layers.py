@@ -123,14 +123,19 @@ class LayerOps:
         mm = self.tok if rows is None else rows
         sizes = {name_: _full(value, mm.shape) for name_, value in (("m", mm), ("n", n), ("k", k), ("batch", batch))}
         own = attention and self.attn_dtype is not None  # an attention projection at its own type, weights too
-        dtype = self.attn_dtype if own else self.act
+        dtype = str(self.attn_dtype) if own else self.act
         factor = 1.0 if own else self.w_factor
         adjust: tuple[tuple[str, float], ...] = (("b_operand", factor if weight is None else weight),)
         if out != 1.0:
             adjust = (*adjust, ("out", out))
         epi = tuple(e for e in epilogue if self.fused or e == "bias")  # eager linear layers add their bias (addmm)
-        static = {"dtype": dtype, "epilogue": epi, "fuse_epilogue": True}
+        static: dict[str, Any] = {"dtype": dtype, "epilogue": epi, "fuse_epilogue": True}
         index = self.inv if index is None else index
+        if weight is None and dtype == "fp8" and self.prec.fp8_scaling == "block":
+            # Block-scaled fp8: the scheme's own kernels, its per-token-group quantisation included.
+            static = {**static, "dtype": "bf16", "quantization": "fp8_block"}
+            self.ps.add(name, self.call("matmul", sizes, static, index, adjust), count)
+            return
         self.ps.add(name, self.call("matmul", sizes, static, index, adjust), count)
         if weight is None and dtype_bytes(dtype) < 2.0:
             self.quantize(name, sizes, dtype, count, index)
@@ -327,6 +332,11 @@ class LayerOps:
             sizes["own_tokens"] = tok
         weights = None if self.prec.weights == self.act else self.prec.weights
         static = {"dtype": self.act, "gated": bool(m.gated), "routing": "uniform", "weight_dtype": weights}
+        # W8A8 and W4A4 experts as the fused MoE runs its schemes (`roofline.ops.QUANTIZATIONS`): block-scaled fp8,
+        # and fp4 as NVFP4 (as the dense layers run a 4-bit product); per-tensor fp8 stays a product at fp8.
+        scheme = {"fp4": "nvfp4", "fp8": "fp8_block" if self.prec.fp8_scaling == "block" else "none"}.get(self.act)
+        if scheme not in (None, "none") and self.prec.weights == self.act:
+            static = {**static, "dtype": "bf16", "weight_dtype": None, "quantization_scheme": scheme}
         self.ps.add("experts", self.call("moe", sizes, static, self.inv), n_moe)
         inputs = 2.0  # the routed experts' sum and the residual
         if e.shared_experts:

@@ -179,6 +179,7 @@ def test_a_sweep_is_the_grid_in_order(client: TestClient) -> None:
         ({"attention": {"kind": "gqa"}}, "body.attention"),
         ({"attention": {"kind": "gqa", "kv_heads": 5}}, "body.attention.kv_heads"),
         ({"dtypes": {"weights": "int3"}}, "body.dtypes.weights"),
+        ({"dtypes": {"weights": "fp8", "activations": "fp8", "fp8_scaling": "row"}}, "body.dtypes.fp8_scaling"),
         ({"implementation": {"attention": "sparse"}}, "body.implementation.attention"),
         ({"price_per_device_hour": -1}, "body.price_per_device_hour"),
         ({"model": {"slug": "x", "layers": 0}}, "body.model.layers"),
@@ -306,3 +307,18 @@ def test_a_run_carries_its_prediction_interval(client: TestClient) -> None:
     # Throughput's low end is the tokens over the long end of the time: 8 × 128 output tokens.
     assert result["throughput_tokens_per_s_p10"] == pytest.approx(8 * 128 / result["total_time_s_p90"])
     assert result["throughput_tokens_per_s_p90"] == pytest.approx(8 * 128 / result["total_time_s_p10"])
+
+
+def test_block_scaled_fp8_is_slower_than_per_tensor_and_says_so_in_its_rows(client: TestClient) -> None:
+    """DeepSeek-V3 in fp8 on 8 H200s: `fp8_scaling: block` runs the block-scaled scheme (its products at the block
+    kernels' lower rate, its input quantised per 128-value group inside the product's row): no `ffn_down_quantize`
+    row, which the per-tensor run has, and a longer time to first token."""
+    body = {"model": "deepseek-v3", "hardware": "h200-sxm", "devices": 8, "parallelism": {"tensor": 8},
+            "workload": {"batch": 4, "prompt_tokens": 1024, "output_tokens": 2},
+            "dtypes": {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}}  # fmt: skip
+    tensor = client.post("/v1/estimate/inference", json=body)
+    block = client.post("/v1/estimate/inference", json={**body, "dtypes": {**body["dtypes"], "fp8_scaling": "block"}})
+    assert tensor.status_code == block.status_code == 200, block.text
+    names = lambda r: {row["op"] for row in r.json()["breakdown"]["prefill"]["ops"]}  # noqa: E731
+    assert "ffn_down_quantize" in names(tensor) and "ffn_down_quantize" not in names(block)
+    assert block.json()["breakdown"]["prefill"]["time_s"] > tensor.json()["breakdown"]["prefill"]["time_s"]

@@ -166,3 +166,27 @@ def test_a_quantised_linear_layer_quantises_its_16_bit_input_first() -> None:
     )
     w4a16 = replace(run, precision=inf.Precision("int4", "bf16", "bf16"))
     assert not [name for name in rows(inf.estimate_inference(w4a16).decode) if name.endswith("_quantize")]
+
+
+def test_block_scaled_fp8_runs_the_block_scheme_and_its_own_quantisation() -> None:
+    """`Precision.fp8_scaling="block"` (DeepSeek-V3's 128 × 128 weight blocks, 1 × 128 activation groups): a dense
+    layer's product is `roofline.ops.QUANTIZATIONS["fp8_block"]`'s, whose per-token-group kernel quantises the input
+    inside the row, so no `_quantize` row of its own; per tensor, the separate kernel reads the 4 × 2 304 inputs of
+    the down projection (18 432 / 8 on tensor 8) at 2 bytes and writes them at 1, in each of the 3 dense layers. The
+    block kernel also writes a 4-byte scale per 128 values, so the block row moves at least those bytes more."""
+    model = MODELS["deepseek-v3"]
+    run = inf.InferenceRun(
+        model, system("h200-sxm"), inf.Workload.uniform(4, 1023, 2), inf.Parallelism(tensor=8),
+        inf.Precision("fp8", "fp8", "bf16"),
+    )  # fmt: skip
+    tensor = rows(inf.estimate_inference(run).decode)
+    block = rows(inf.estimate_inference(replace(run, precision=replace(run.precision, fp8_scaling="block"))).decode)
+    assert tensor["ffn_down_quantize"].bytes == pytest.approx(3 * 4 * 2304 * (2 + 1))
+    assert "ffn_down_quantize" not in block
+    assert block["ffn_down"].flops >= 3 * 2 * 4 * 7168 * 2304  # the product's 2·m·n·k, and the quantisation's few
+    assert block["ffn_down"].bytes >= tensor["ffn_down"].bytes + 3 * 4 * 2304 * (2 + 1 + 4 / 128)
+    # The experts run the block scheme too: slower than per-tensor products at the fp8 rate.
+    assert block["experts"].time_s > tensor["experts"].time_s
+    with pytest.raises(inf.InferenceConfigError) as err:
+        inf.estimate_inference(replace(run, precision=replace(run.precision, fp8_scaling="row")))
+    assert err.value.field == "dtypes.fp8_scaling"
