@@ -476,11 +476,11 @@ SERVING_EXAMPLES = {
         },
     ),
     "deepseek-r1-mtp": Example(
-        summary="DeepSeek-R1 on 8 B200s (TP8, fp8) with its multi-token-prediction module: 1 draft token, 85 % kept "
-        "(DeepSeek-V3 technical report §5.4.3: 85-90 % acceptance of the second token)",
+        summary="DeepSeek-R1 on 8 B200s (TP8, block-scaled fp8) with its multi-token-prediction module: 1 draft "
+        "token, 85 % kept (DeepSeek-V3 technical report §5.4.3: 85-90 % acceptance of the second token)",
         value={
             "model": "deepseek-r1", "hardware": "b200", "parallelism": {"tensor": 8},
-            "dtypes": {"weights": "fp8", "activations": "fp8"},
+            "dtypes": {"weights": "fp8", "activations": "fp8", "fp8_scaling": "block"},
             "engine": {"speculative": {"method": "mtp", "draft_tokens": 1, "accepted_tokens": 0.85}},
             "load": {"concurrency": 32, "requests": 256, "prompt_tokens": {"kind": "fixed", "value": 1024},
                      "output_tokens": {"kind": "fixed", "value": 1024}},
