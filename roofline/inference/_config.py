@@ -138,9 +138,8 @@ class Precision:
     attention: str | None = None
     # How W8A8 fp8 products are scaled (`FP8_SCALINGS`): "tensor", one scale per tensor (the FP8 checkpoints of
     # Llama and most dense models, TensorRT Model Optimizer's per-tensor input scales), or "block": DeepSeek-V3's
-    # 128 × 128 weight blocks and 1 × 128 activation groups (its config's `weight_block_size`, followed by
-    # DeepSeek-R1's, Qwen3's and MiniMax-M2's FP8 checkpoints), products and quantisation as
-    # `roofline.ops.QUANTIZATIONS["fp8_block"]` runs them.
+    # 128 × 128 weight blocks and 1 × 128 activation groups (its technical report §3.3; DeepSeek-R1's checkpoint
+    # too), products and quantisation as `roofline.ops.QUANTIZATIONS["fp8_block"]` runs them.
     fp8_scaling: str = "tensor"
 
     @property

@@ -131,13 +131,11 @@ class LayerOps:
         epi = tuple(e for e in epilogue if self.fused or e == "bias")  # eager linear layers add their bias (addmm)
         static: dict[str, Any] = {"dtype": dtype, "epilogue": epi, "fuse_epilogue": True}
         index = self.inv if index is None else index
-        if weight is None and dtype == "fp8" and self.prec.fp8_scaling == "block":
-            # Block-scaled fp8: the scheme's own kernels, its per-token-group quantisation included.
+        block = weight is None and dtype == "fp8" and self.prec.fp8_scaling == "block"
+        if block:  # block-scaled fp8: the scheme's own kernels, its per-token-group quantisation included
             static = {**static, "dtype": "bf16", "quantization": "fp8_block"}
-            self.ps.add(name, self.call("matmul", sizes, static, index, adjust), count)
-            return
         self.ps.add(name, self.call("matmul", sizes, static, index, adjust), count)
-        if weight is None and dtype_bytes(dtype) < 2.0:
+        if weight is None and not block and dtype_bytes(dtype) < 2.0:
             self.quantize(name, sizes, dtype, count, index)
 
     def quantize(self, name: str, sizes: dict[str, Array], dtype: str, count: float, index: IntArray) -> None:

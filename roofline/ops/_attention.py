@@ -140,7 +140,7 @@ def attention(
     br = _num.minimum(_num.ceil(m_elems / (4.0 * d)), d)
     # The architecture's own prefill kernel class: Hopper's warp-specialised, persistent kernels and their tiles.
     native = implementation == "flash" and hw.architecture in WARP_SPECIALISED_PREFILL_ARCHITECTURES
-    specialised: _num.Bool = native & (q > 1.0) if native else False
+    specialised: _num.Bool = (q > 1.0) if native else False
     kv_block: Num = br
     if native:
         rows, keys = hopper_prefill_tile(d, causal)

@@ -187,7 +187,7 @@ def flash_tiles(
     output tiles (default: device memory's; a call served from a warm L2 passes the L2's).
 
     `kv_block`: keys per K/V block when a kernel's tile is not square (default: `block`, the query tile's rows).
-    `warp_specialised` (per point): a Hopper-class prefill kernel (`HOPPER_PREFILL_TILES`): the softmax of one
+    `warp_specialised` (per point): a Hopper-class prefill kernel (`hopper_prefill_tile`): the softmax of one
     block runs while the products of the next run, so a block costs the larger of the two, and a persistent grid's
     producer warp loads the next tile's Q, K and V while this one computes, so only the first wave waits for them.
     `splits`: the key splits a library's own rule gives (`fa2_splits`), taken as they are (no search, no XQA);
@@ -252,17 +252,17 @@ def flash_tiles(
         seconds = seconds + xp.where(partial, 2.0 * PARTIAL_BYTES * split * b * h * q * d * io, 0.0)
         return seconds, exposed + xp.where(partial, combine_s, 0.0), ctas
 
+    if splits is not None:
+        seconds, exposed, ctas = schedule(splits, hw.launch_s)
+        launches = _num.where(splits > 1.0, 2.0, 1.0)
+        return {"seconds": seconds, "exposed_s": exposed, "kv_splits": splits + _num.zeros_like(seconds),
+                "ctas": ctas, "launches": launches + _num.zeros_like(seconds)}  # fmt: skip
     best: Num = (
         math.inf if point else np.full(np.broadcast_shapes(*map(np.shape, (per_block, blocks, heads_per_grid))), np.inf)
     )
     out: dict[str, Num] = {
         name: _num.zeros_like(best) for name in ("seconds", "exposed_s", "kv_splits", "ctas", "launches")
     }
-    if splits is not None:
-        seconds, exposed, ctas = schedule(splits, hw.launch_s)
-        launches = _num.where(splits > 1.0, 2.0, 1.0)
-        return {"seconds": seconds, "exposed_s": exposed, "kv_splits": splits + _num.zeros_like(seconds),
-                "ctas": ctas, "launches": launches + _num.zeros_like(seconds)}  # fmt: skip
     if not (point and xqa):
         for split in SPLIT_K:
             seconds, exposed, ctas = schedule(float(split), hw.launch_s)
