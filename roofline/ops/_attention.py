@@ -161,7 +161,12 @@ def attention(
         rows, keys = fa2_tile(d, tile_causal, hw.architecture, hw.local_bytes_per_unit or 0.0)
         split = splits > 1.0
         br, kv_block = _num.where(split, FA2_SPLIT_ROWS, rows), _num.where(split, split_keys, keys)
-    kv_fits = (k_bytes + v_bytes) / (b * kvh) * _num.minimum(float(hw.units), b * kvh) <= hw.cache_bytes
+    # Whether a head's K/V re-reads are served by L2: the grids run a head's query blocks together (FlashAttention-2,
+    # flash_fwd_launch_template.h: `grid(num_m_block, b, h)`; TensorRT-LLM's fmha_v2 flash kernels, fa_kernel.jinja
+    # in FlashInfer 0.7.4: `grid(loop_iters, h, b); // better locality`), so one unit per block holds the K/V of
+    # ⌈units / query blocks⌉ heads at a time, not one head per unit (decision 0055).
+    live = _num.minimum(b * kvh, _num.ceil(float(hw.units) / _num.ceil(tile_q / br)))
+    kv_fits = (k_bytes + v_bytes) / (b * kvh) * live <= hw.cache_bytes
     # Each query block re-reads the keys its rows see: a share pairs / (q·kv) of them, or with a window the
     # br + w − 1 keys of its band.
     share = pairs / full_pairs if window is None else window_keys(br, kv, window) / kv

@@ -268,17 +268,34 @@ def test_a_windowed_decode_step_is_a_decode_step_over_the_window() -> None:
 
 def test_a_windowed_prefill_does_the_band_s_work_and_reads_the_band_s_keys() -> None:
     """8 sequences of 16 384 prompt tokens through a window of 128 keys, one head of 128: pairs per sequence =
-    128·129/2 + (16 384 − 128)·128 = 2 089 024 (against 134 225 920 unwindowed); each 128-row query block (A100:
-    Br = min(⌈83 968 / 512⌉, 128) = 128) reads K and V
-    ⌈16 384 / 128⌉ · (128 + 127) / 16 384 = 1.99 times (8 sequences' K and V, 8 × 8 MiB, outgrow the 40 MiB L2)."""
+    128·129/2 + (16 384 − 128)·128 = 2 089 024 (against 134 225 920 unwindowed). Each 128-row query block (A100:
+    Br = min(⌈83 968 / 512⌉, 128) = 128) reads the keys of its band. The grid runs a head's 128 query blocks
+    together, so the 108 SMs hold one sequence's K and V at a time (8 MiB, inside the 40 MiB L2): read once. With
+    an L2 of 4 MiB they outgrow it, and every block reads its band from memory:
+    ⌈16 384 / 128⌉ · (128 + 127) / 16 384 = 1.99 times."""
     kernel = roofline.attention(A100, 8.0, 1.0, 1.0, 128.0, 16_384.0, 16_384.0, window=128.0)[0]
     pairs = 128 * 129 / 2 + (16_384 - 128) * 128
     assert pairs == 2_089_024
     assert kernel.flops == 8 * (4.0 * pairs * 128 + 5.0 * pairs)
     assert kernel.extra["query_block_rows"] == 128.0
-    assert kernel.extra["kv_reads"] == pytest.approx(128 * 255 / 16_384)
+    assert kernel.extra["kv_reads"] == 1.0
+    small_l2 = replace(A100, cache_bytes=4.0 * 2**20)
+    spilled = roofline.attention(small_l2, 8.0, 1.0, 1.0, 128.0, 16_384.0, 16_384.0, window=128.0)[0]
+    assert spilled.extra["kv_reads"] == pytest.approx(128 * 255 / 16_384)
     with pytest.raises(ValueError, match="causal"):
         roofline.attention(A100, 1.0, 1.0, 1.0, 128.0, 16.0, 16.0, causal=False, window=8.0)
+
+
+def test_a_head_s_query_blocks_share_its_keys_in_l2_however_many_heads_the_call_has() -> None:
+    """Causal prefill on an A100 (40 MiB L2, 108 SMs), 4 096 tokens, 32 heads of 128 (MHA): K and V are
+    2 · 32 · 4 096 · 128 · 2 B = 64 MiB, more than the L2, but the grid runs each head's ⌈4 096 / 128⌉ = 32 query
+    blocks together (FlashAttention-2's grid(num_m_block, b, h)), so ⌈108 / 32⌉ = 4 heads' K and V (8 MiB) are live
+    at a time: read once. One query block per head (128 tokens) keeps 108 heads of 64 KiB (6.75 MiB) live: once."""
+    long = roofline.attention(A100, 1.0, 32.0, 32.0, 128.0, 4096.0, 4096.0)[0]
+    assert long.extra["kv_reads"] == 1.0
+    assert long.external_in_bytes == pytest.approx(2 * 32 * 4096 * 128 * 2)
+    many = roofline.attention(A100, 8.0, 32.0, 32.0, 128.0, 128.0, 128.0)[0]
+    assert many.extra["kv_reads"] == 1.0
 
 
 # --- kernel classes: Hopper's own prefill kernels and FlashAttention-2 ---------------------------------------------
