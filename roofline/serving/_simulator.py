@@ -190,7 +190,8 @@ class Simulation:
         horizon = self.events[0][0] if self.events else INF
         end = engine.start(now, horizon)
         if end is not None:
-            self.push(end, END, self.index[id(engine)])
+            self.seq += 1
+            heapq.heappush(self.events, (end, self.seq, END, self.index[id(engine)]))
 
     def _route(self, engines: list[Engine]) -> Engine:
         """The least loaded engine (fewest requests held; the first of equals)."""

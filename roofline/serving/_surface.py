@@ -26,7 +26,7 @@ interpolant and the core at off-grid points, evaluated in the same run.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -116,6 +116,17 @@ class _Grid2:
         return r0 + (z1[ib] + (z1[ib + 1] - z1[ib]) * tb - r0) * ta
 
 
+def _along(x: list[float], y: list[float], v: float) -> float:
+    """`y` over `x` at `v`: linear between points, clamped below the first, extrapolated past the last (a row of
+    `_Grid2`)."""
+    if len(x) == 1 or v <= x[0]:
+        return y[0]
+    i = bisect_right(x, v) - 1
+    if i > len(x) - 2:
+        i = len(x) - 2
+    return y[i] + (y[i + 1] - y[i]) * (v - x[i]) / (x[i + 1] - x[i])
+
+
 def _locate(x: list[float], v: float) -> tuple[int, float]:
     """Segment index and fraction along it (clamped below the grid, extrapolated above)."""
     if len(x) == 1:
@@ -148,6 +159,10 @@ class IterationSurface:
     # built without an interval table).
     band: tuple[IterationSurface, IterationSurface] | None = None
     layers: float = 1.0  # decoder layers in `body` (a draft layer's share of it)
+    # `decode_row`'s rows, by batch size (filled as the simulator meets them)
+    _rows: dict[int, tuple[float, list[float], list[float]]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def time(self, prefill_tokens: float, chunks: list[tuple[float, float]], decode: float, context: float,
              sampled: float, spec: Speculation | None = None) -> float:  # fmt: skip
@@ -158,7 +173,11 @@ class IterationSurface:
         n = prefill_tokens + decode * width
         t = (self.prefill_body(n) if prefill_tokens > 0 else self.body(n)) + self.head(max(sampled, 1.0))
         if decode > 0:
-            attention = self.decode_attention(decode, context / decode)
+            row = self._rows.get(int(decode)) if decode == int(decode) else None
+            if row is not None:  # the batch size's row, where the simulator has built it (`decode_row`)
+                attention = _along(row[1], row[2], context / decode)
+            else:
+                attention = self.decode_attention(decode, context / decode)
             t += attention
             if spec is not None:
                 t += self.draft_time(decode, attention, spec, graph=False)
@@ -190,6 +209,27 @@ class IterationSurface:
         if spec is not None:
             t += self.draft_time(decode, attention, spec)
         return t
+
+    def decode_row(self, decode: int) -> tuple[float, list[float], list[float]] | None:
+        """A pure decode iteration of `decode` sequences as the simulator's hot path reads it: the body's seconds,
+        and the attention's seconds at the context grid's points (the bilinear interpolant's row at that batch size,
+        built once per size), so that `decode_time(decode, c)` = body + the row at c / decode, linear between points,
+        clamped below the first and extrapolated past the last. None where `decode_time` takes another path (no
+        CUDA-graph body)."""
+        row = self._rows.get(decode)
+        if row is not None or self.decode_body is None:
+            return row
+        grid = self.decode_attention
+        a, b, z = grid.a, grid.b, grid.z
+        if len(a) == 1:
+            ys = list(z[0])
+        else:
+            ia, ta = _locate(a, float(decode))
+            z0, z1 = z[ia], z[ia + 1]
+            ys = [z0[j] + (z1[j] - z0[j]) * ta for j in range(len(b))]
+        row = (self.decode_body(float(decode)), list(b), ys)
+        self._rows[decode] = row
+        return row
 
     def _pass(self, n: float, graph: bool = True) -> float:
         """A pure-decode pass's body, LM head and sends over `n` positions."""

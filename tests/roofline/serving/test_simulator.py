@@ -48,6 +48,21 @@ def test_continuous_batching_by_hand() -> None:
     assert tr.iterations == 5
 
 
+def test_pure_decode_iterations_read_their_batch_size_s_row() -> None:
+    # A flat surface given a CUDA-graph decode body (1 ms whatever the batch) takes the simulator's hot path: each
+    # pure-decode iteration is read from its batch size's row (body 1 ms, attention 0 at every context). The
+    # schedule is the hand-worked one above: first tokens at 1 ms, ends at 5 and 3 ms, 5 iterations.
+    base = roofline.serving.IterationSurface.flat(MS)
+    surface = replace(base, decode_body=base.body)
+    assert surface.decode_row(2) == (pytest.approx(MS), [1.0], [0.0])
+    assert base.decode_row(2) is None  # no graph body: the parts are summed as before
+    tr = simulate(closed([10, 10], [5, 3], 2), Pool(surface, Scheduler(kind="continuous", kv_blocks=10_000,
+                                                                       block_size=1)))  # fmt: skip
+    assert tr.first == pytest.approx([1 * MS, 1 * MS])
+    assert tr.end == pytest.approx([5 * MS, 3 * MS])
+    assert tr.iterations == 5
+
+
 def test_an_iteration_with_prefill_runs_eagerly_and_takes_at_least_its_launches() -> None:
     # A 1 ms surface of 400 kernels at 5 µs each: an eager iteration takes at least 2 ms. With CUDA graphs only the
     # pure-decode iterations are replayed: the prefill (prompt 10) takes 2 ms, first token at 2 ms, then two decode
