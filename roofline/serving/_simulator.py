@@ -153,41 +153,53 @@ class Simulation:
 
     def run(self) -> Trace:
         req = self.requests
+        # The run's own arrivals (a closed loop's first clients, every arrival of an open one) are read in order from
+        # a list rather than kept in the heap, which then holds only the engines' ends, handoffs and a closed loop's
+        # next requests: the heap stays as small as the engines. An arrival comes before a heap event of the same
+        # time, as it did when every arrival entered the heap first.
         if req.concurrency:
             order = list(range(req.count))
             first, rest = order[: req.concurrency], order[req.concurrency :]
             self.pending.extend(rest)
-            for rid in first:
-                self.push(0.0, ARRIVE, rid)
+            times, ids = [0.0] * len(first), first
         else:
             assert req.arrival_s is not None
-            for rid, t in enumerate(req.arrival_s.tolist()):
-                self.push(t, ARRIVE, rid)
-        events = self.events
+            arrival = req.arrival_s.tolist()
+            ids = sorted(range(len(arrival)), key=arrival.__getitem__)  # stable: equal times keep their order
+            times = [arrival[i] for i in ids]
+        events, trace, engines = self.events, self.trace, self.engines
+        count, at = len(ids), 0
         idle: list[Engine] = []  # engines given work at `now`, started once every event at `now` is in
-        while events:
-            now, _, kind, a = heapq.heappop(events)
+        while at < count or events:
+            if at < count and (not events or times[at] <= events[0][0]):
+                now, kind, a = times[at], ARRIVE, ids[at]
+                at += 1
+            else:
+                now, _, kind, a = heapq.heappop(events)
             if kind == END:
-                engine = self.engines[a]
+                engine = engines[a]
                 engine.finish(now)
                 idle.append(engine)
             else:
                 if kind == ARRIVE:
-                    self.trace.arrival[a] = now
-                target = self._route(self.front if kind == ARRIVE else self.back)
+                    trace.arrival[a] = now
+                pool = self.front if kind == ARRIVE else self.back
+                target = pool[0] if len(pool) == 1 else self._route(pool)
                 target.waiting.append(a)
                 if not target.busy:
                     idle.append(target)
-            if idle and (not events or events[0][0] > now):
-                for engine in idle:
-                    if not engine.busy:
-                        self._start(engine, now)
-                idle.clear()
+            if idle:
+                arriving = times[at] if at < count else INF
+                if arriving > now and (not events or events[0][0] > now):
+                    for engine in idle:  # each sees the ends of those started before it as its horizon too
+                        if not engine.busy:
+                            horizon = events[0][0] if events and events[0][0] < arriving else arriving
+                            self._start(engine, now, horizon)
+                    idle.clear()
         self.trace.preemptions = self.preemptions
         return self.trace
 
-    def _start(self, engine: Engine, now: float) -> None:
-        horizon = self.events[0][0] if self.events else INF
+    def _start(self, engine: Engine, now: float, horizon: float) -> None:
         end = engine.start(now, horizon)
         if end is not None:
             self.seq += 1
