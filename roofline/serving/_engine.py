@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
 from collections import deque
 from typing import Protocol
 
@@ -56,8 +55,6 @@ class Engine:
         self.block = sched.block_size
         self.pool_tokens = float(sched.kv_blocks * sched.block_size)
         self.free_blocks = sched.kv_blocks
-        self.reserve = sched.kv_policy == "reserve"
-        self.per_block = 1.0 / max(1, sched.kv_blocks)
         self.held = 0.0  # on demand: prompt tokens of admitted prefills
         # An eager iteration takes at least its kernels' launches; with CUDA graphs only pure-decode iterations are
         # replayed, so an iteration with prefill still runs eagerly (`Scheduler.cuda_graphs`).
@@ -101,8 +98,8 @@ class Engine:
             self.free_blocks += self.blocks(self.sim.reserve[rid])
 
     def kv_used(self) -> float:
-        if self.reserve:
-            return 1.0 - self.free_blocks * self.per_block
+        if self.sched.kv_policy == "reserve":
+            return 1.0 - self.free_blocks / max(1, self.sched.kv_blocks)
         used = self._used_tokens()
         return min(1.0, used / self.pool_tokens)
 
@@ -157,21 +154,18 @@ class Engine:
                     return self.start(now, horizon)
             k = self._top() - self.it
             step = d * self.rate  # keys the batch adds per iteration
-            t1 = self._step_s(d, self.context) + over
+            t1 = max(surf.decode_time(d, self.context, self.spec), self.launch_floor) + over
             if horizon < INF:
-                cut = math.ceil((horizon - now) / t1)
-                if cut < k:
-                    k = cut if cut > 1 else 1
+                k = min(k, max(1, math.ceil((horizon - now) / t1)))
             if sched.kv_policy == "on_demand":
                 used = self.context + self.held + d * self.block / 2.0
                 k = min(k, max(1, int((self.pool_tokens - used) // step)))
             if k > 1:
-                t1 = self._step_s(d, self.context + step * (k - 1) / 2.0) + over
+                t1 = max(surf.decode_time(d, self.context + step * (k - 1) / 2.0, self.spec), self.launch_floor) + over
             self.k = k
             duration = k * t1
-            kv = 1.0 - self.free_blocks * self.per_block if self.reserve else self.kv_used()
-            sim.record(now, duration, k, d, 0, len(self.prefilling), kv, 0.0, self.context + step * (k - 1) / 2.0,
-                       self.width)  # fmt: skip
+            sim.record(now, duration, k, d, 0, len(self.prefilling), self.kv_used(), 0.0,
+                       self.context + step * (k - 1) / 2.0, self.width)  # fmt: skip
             return now + duration
         self.k = 1 if d else 0
         done, prompt = sim.done, sim.prompt
@@ -228,25 +222,6 @@ class Engine:
         self.busy = False
 
     # -- helpers -------------------------------------------------------------------------------------------------
-
-    def _step_s(self, d: int, context: float) -> float:
-        """A pure-decode iteration's seconds, never under the launch floor: `IterationSurface.decode_time(d,
-        context, spec)`, read through the surface's row for `d` on the hot path."""
-        row = None if self.spec is not None else self.surface.decode_row(d)
-        if row is None:
-            t = self.surface.decode_time(d, context, self.spec)
-        else:
-            body, xs, ys = row
-            v = context / d
-            if len(xs) == 1 or v <= xs[0]:
-                t = body + ys[0]
-            else:
-                i = bisect_right(xs, v) - 1
-                if i > len(xs) - 2:
-                    i = len(xs) - 2
-                t = body + ys[i] + (ys[i + 1] - ys[i]) * (v - xs[i]) / (xs[i + 1] - xs[i])
-        floor = self.launch_floor
-        return t if t > floor else floor
 
     def _admitted(self, rid: int, now: float) -> None:
         self.take(rid)

@@ -183,8 +183,7 @@ class Simulation:
             else:
                 if kind == ARRIVE:
                     trace.arrival[a] = now
-                pool = self.front if kind == ARRIVE else self.back
-                target = pool[0] if len(pool) == 1 else self._route(pool)
+                target = self._route(self.front if kind == ARRIVE else self.back)
                 target.waiting.append(a)
                 if not target.busy:
                     idle.append(target)
@@ -202,11 +201,12 @@ class Simulation:
     def _start(self, engine: Engine, now: float, horizon: float) -> None:
         end = engine.start(now, horizon)
         if end is not None:
-            self.seq += 1
-            heapq.heappush(self.events, (end, self.seq, END, self.index[id(engine)]))
+            self.push(end, END, self.index[id(engine)])
 
     def _route(self, engines: list[Engine]) -> Engine:
         """The least loaded engine (fewest requests held; the first of equals)."""
+        if len(engines) == 1:
+            return engines[0]
         return min(engines, key=lambda e: len(e.waiting) + len(e.prefilling) + e.decoding)
 
 

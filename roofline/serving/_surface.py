@@ -139,7 +139,7 @@ class _Grid2:
         return out
 
 
-def _along(x: list[float], y: list[float], v: float) -> float:
+def along(x: list[float], y: list[float], v: float) -> float:
     """`y` over `x` at `v`: linear between points, clamped below the first, extrapolated past the last (a row of
     `_Grid2`)."""
     if len(x) == 1 or v <= x[0]:
@@ -207,7 +207,7 @@ class IterationSurface:
         if decode > 0:
             row = self._rows.get(int(decode)) if decode == int(decode) else None
             if row is not None:  # the batch size's row, where the simulator has built it (`decode_row`)
-                attention = _along(row[1], row[2], context / decode)
+                attention = along(row[1], row[2], context / decode)
             else:
                 attention = self.decode_attention(decode, context / decode)
             t += attention
@@ -233,7 +233,10 @@ class IterationSurface:
         built with `graph_kernel_s`. With `spec`: the target's pass over k + 1 positions per sequence (each
         sequence's keys read once: the engines' multi-token decode attention, FlashInfer and TensorRT-LLM's XQA,
         score all k + 1 queries of a sequence against one read of its cache) and the k draft steps."""
-        if spec is None and self.decode_body is not None:  # the hot path
+        if spec is None and self.decode_body is not None:  # the hot path: the batch size's row (`decode_row`)
+            row = self.decode_row(int(decode)) if decode == int(decode) else None
+            if row is not None:
+                return row[0] + along(row[1], row[2], context / decode)
             return self.decode_body(decode) + self.decode_attention(decode, context / decode)
         n = decode if spec is None else decode * spec.width
         attention = self.decode_attention(decode, context / decode)
