@@ -13,6 +13,7 @@ response field; the service answers them as a 422.
 - training requests → `roofline.TrainingRun` and `TrainingRead` documents (`training_run`, `estimate_training`,
   `render_training`), and training plans → `roofline.plan_training` and `TrainingPlanRead` documents
   (`plan_training`, `render_training_plan`);
+- request traces: files parsed and checked, encoded for storage (`parse_trace`, `trace_of`, `decode_trace`);
 - calibrations applied to core estimates before they are rendered (`Fitted`, `correct`, `calibrate_points`,
   `RunCorrector`).
 """
@@ -81,6 +82,7 @@ from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
 from adapters._serving import estimate_serving, render_serving, serving_requests
 from adapters._serving_plan import Hardware, PlanOutcome, plan_serving
+from adapters._traces import TRACE_FILE_TYPES, Trace, decode_trace, media_type, parse_trace, trace_of
 from adapters._training import estimate_training, render_training, training_run
 from adapters._training_plan import plan_training, render_training_plan
 
@@ -89,6 +91,7 @@ __all__ = [
     "METHODS",
     "NOTES",
     "TABLE_PATH",
+    "TRACE_FILE_TYPES",
     "UNCALIBRATED",
     "Batch",
     "CalibrationUse",
@@ -103,6 +106,7 @@ __all__ = [
     "Predictions",
     "Prepared",
     "RunCorrector",
+    "Trace",
     "applied_correction",
     "calibrate_docs",
     "calibrate_points",
@@ -111,6 +115,7 @@ __all__ = [
     "check_sweep",
     "correct",
     "covering",
+    "decode_trace",
     "describe",
     "describe_sized",
     "describe_topology",
@@ -129,9 +134,11 @@ __all__ = [
     "interval_table",
     "item_dict",
     "item_dicts",
+    "media_type",
     "memory_bytes_per_s",
     "non_finite",
     "op_kind",
+    "parse_trace",
     "plan_serving",
     "plan_training",
     "predict",
@@ -153,6 +160,7 @@ __all__ = [
     "template_of",
     "to_core",
     "topologies",
+    "trace_of",
     "training_run",
     "transformer",
     "variant_codes",

@@ -11,6 +11,7 @@ import numpy as np
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
+from adapters._traces import Trace
 from roofline.serving import (
     EngineSpec,
     Objectives,
@@ -68,11 +69,17 @@ def _lengths(rng: np.random.Generator, spec: Lengths, count: int, field: str) ->
     )  # fmt: skip
 
 
-def serving_requests(body: ServingRequest, context_limit: int) -> Requests:
-    """The requests a load describes, drawn from one generator seeded with `load.seed`."""
+def serving_requests(body: ServingRequest, context_limit: int, trace: Trace | None = None) -> Requests:
+    """The requests a load describes, drawn from one generator seeded with `load.seed`; `trace`: the stored trace
+    `load.trace_id` names (the service reads it)."""
     load = body.load
     rng = np.random.default_rng(load.seed)
-    if load.trace is not None:
+    if load.trace_id is not None:
+        if trace is None:
+            raise ValueError("load.trace_id names a stored trace: pass it as `trace`")
+        where = "body.load.trace_id"
+        requests = Requests(trace.prompt_tokens, trace.output_tokens, trace.arrival_s, 0)
+    elif load.trace is not None:
         arrival = np.array([r.arrival_s for r in load.trace])
         backwards = np.flatnonzero(np.diff(arrival) < 0)
         if backwards.size:
@@ -96,7 +103,7 @@ def serving_requests(body: ServingRequest, context_limit: int) -> Requests:
             assert load.rate_per_s is not None
             times = draw.arrivals(rng, load.requests, load.rate_per_s, str(load.arrival), load.arrival_cv)
             requests = Requests(prompt, output, times, 0)
-    drawn = load.trace is None and (load.prompt_tokens, load.output_tokens) != (None, None)
+    drawn = load.trace is None and load.trace_id is None and (load.prompt_tokens, load.output_tokens) != (None, None)
     if drawn and any(spec is not None and spec.kind is not LengthKind.fixed
                      for spec in (load.prompt_tokens, load.output_tokens)):  # fmt: skip
         # Lengths drawn from a distribution are cut at the model's context, as a client truncates its inputs.
@@ -113,13 +120,17 @@ def serving_requests(body: ServingRequest, context_limit: int) -> Requests:
 
 
 def estimate_serving(
-    body: ServingRequest, model: tuple[ModelSpec, str], hardware: tuple[HardwareSpec, str, roofline.System]
+    body: ServingRequest,
+    model: tuple[ModelSpec, str],
+    hardware: tuple[HardwareSpec, str, roofline.System],
+    trace: Trace | None = None,
 ) -> dict[str, Any]:
-    """Simulate a serving request; the response as a plain dict with `ServingRead`'s fields."""
+    """Simulate a serving request; the response as a plain dict with `ServingRead`'s fields. `trace`: the stored
+    trace `load.trace_id` names."""
     model_spec, model_name = model
     _hw_spec, hw_name, system = hardware
     core_model = transformer(model_spec, None)
-    requests = serving_requests(body, model_spec.max_context_tokens)
+    requests = serving_requests(body, model_spec.max_context_tokens, trace)
     if body.mode is Mode.aggregated:
         front = _engine(body, core_model, system, body.parallelism, body.engine, body.replicas, "body")
         back = None

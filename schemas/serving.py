@@ -18,6 +18,7 @@ from schemas import limits
 from schemas.common import InputModel, PositiveFloat
 from schemas.estimates import EstimateContext
 from schemas.inference import AllReduceImpl, Degree, Dtypes, ModelRef, PlainPaths, Tokens
+from schemas.traces import TraceId, TraceRequest
 
 
 class SchedulerKind(StrEnum):
@@ -182,15 +183,10 @@ class ArrivalProcess(StrEnum):
     gamma = "gamma"
 
 
-class TraceRequest(InputModel):
-    arrival_s: Annotated[float, Field(ge=0, le=limits.MAX_SECONDS)]
-    prompt_tokens: Tokens
-    output_tokens: Tokens
-
-
 class Load(InputModel):
     """Exactly one of: `concurrency` (a closed loop: that many clients, each sending its next request when the last
-    ends, as aiperf and trtllm-bench run), `rate_per_s` (an open loop, Poisson or gamma arrivals), `trace`."""
+    ends, as aiperf and trtllm-bench run), `rate_per_s` (an open loop, Poisson or gamma arrivals), `trace` (the
+    requests themselves) or `trace_id` (a trace stored with `POST /v1/traces`)."""
 
     concurrency: Annotated[int, Field(ge=1, le=limits.MAX_SERVING_REQUESTS)] | None = None
     rate_per_s: Annotated[float, Field(gt=0, le=1e6)] | None = None
@@ -199,6 +195,7 @@ class Load(InputModel):
         default=1.0, description="Gamma arrivals: coefficient of variation of the gaps (1 is Poisson)."
     )
     trace: list[TraceRequest] | None = Field(default=None, min_length=1, max_length=limits.MAX_SERVING_REQUESTS)
+    trace_id: TraceId | None = None
     requests: Annotated[int, Field(ge=1, le=limits.MAX_SERVING_REQUESTS)] = Field(
         default=1000, description="Requests simulated (closed and open loops)."
     )
@@ -208,10 +205,10 @@ class Load(InputModel):
 
     @model_validator(mode="after")
     def _one_load(self) -> Load:
-        given = [n for n in ("concurrency", "rate_per_s", "trace") if getattr(self, n) is not None]
+        given = [n for n in ("concurrency", "rate_per_s", "trace", "trace_id") if getattr(self, n) is not None]
         if len(given) != 1:
-            raise ValueError("exactly one of concurrency, rate_per_s and trace")
-        if self.trace is None and (self.prompt_tokens is None or self.output_tokens is None):
+            raise ValueError("exactly one of concurrency, rate_per_s, trace and trace_id")
+        if self.trace is None and self.trace_id is None and (self.prompt_tokens is None or self.output_tokens is None):
             raise ValueError("prompt_tokens and output_tokens are needed unless a trace gives them")
         return self
 

@@ -32,6 +32,7 @@ from service.settings import Settings
 from service.system.router import install_metrics_middleware
 from service.system.router import router as system_router
 from service.timeouts import install_timeouts
+from service.traces.router import router as traces_router
 from service.training.router import router as training_router
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         accuracy_router,
         roofline_router,
         plan_router,
+        traces_router,
     ):
         _docstring_summaries(router)
         app.include_router(router)

@@ -54,6 +54,11 @@ class Unprocessable(RidgelineError):
     code = "validation_error"
 
 
+class UnsupportedMediaType(RidgelineError):
+    status_code = 415
+    code = "unsupported_media_type"
+
+
 class ServiceUnavailable(RidgelineError):
     status_code = 503
     code = "unavailable"

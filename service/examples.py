@@ -517,3 +517,40 @@ TRAINING_PLAN_EXAMPLES = {
         },
     ),
 }  # fmt: skip
+
+# POST /v1/traces: one example per media type (OpenAPI examples of a request body's content, as plain dicts). The
+# Azure and Mooncake lines are shaped as those traces publish them (adapters._traces cites where).
+TRACE_UPLOAD_EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
+    "application/json": {
+        "chat-burst": {
+            "summary": "Four chat requests in half a second, as Ridgeline's JSON document",
+            "value": {
+                "name": "chat-burst",
+                "requests": [
+                    {"arrival_s": 0.0, "prompt_tokens": 812, "output_tokens": 164},
+                    {"arrival_s": 0.11, "prompt_tokens": 2048, "output_tokens": 256},
+                    {"arrival_s": 0.27, "prompt_tokens": 377, "output_tokens": 91},
+                    {"arrival_s": 0.48, "prompt_tokens": 1530, "output_tokens": 402},
+                ],
+            },
+        }
+    },
+    "text/csv": {
+        "ridgeline": {
+            "summary": "Ridgeline's columns",
+            "value": "arrival_s,prompt_tokens,output_tokens\n0.0,812,164\n0.11,2048,256\n0.27,377,91\n",
+        },
+        "azure": {
+            "summary": "Azure LLM inference trace (2023 code trace's columns)",
+            "value": "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
+            "2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:51.4405330,879,31\n",
+        },
+    },
+    "application/x-ndjson": {
+        "mooncake": {
+            "summary": "Mooncake trace lines (timestamps in milliseconds)",
+            "value": '{"timestamp": 0, "input_length": 6955, "output_length": 52, "hash_ids": [0, 1, 2]}\n'
+            '{"timestamp": 3052, "input_length": 6472, "output_length": 26, "hash_ids": [3, 4]}\n',
+        }
+    },
+}

@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     UniqueConstraint,
@@ -161,3 +162,18 @@ class RateLimitWindow(Base):
     window_start: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # Unix seconds, a multiple of the window
     requests: Mapped[int] = mapped_column(Integer)
     results: Mapped[int] = mapped_column(BigInteger)
+
+
+class ServingTrace(Base):
+    """A request trace for serving estimates: its columns (`adapters.Trace.encode`) and what `TraceRead` summarises.
+    The id is the digest of the columns, so the same requests are stored once (`INSERT … ON CONFLICT DO NOTHING`)."""
+
+    __tablename__ = "serving_traces"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    format: Mapped[str] = mapped_column(String(20))
+    requests: Mapped[int] = mapped_column(Integer)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)

@@ -179,10 +179,11 @@ async def _send_timeout(send: Send, seconds: float) -> None:
 
 
 def timeout_for(request_timeout_s: float, upload_timeout_s: float) -> Callable[[Scope], float]:
-    """Uploads (POST under /v1/benchmarks) get the longer limit: 10 000 results take a while to arrive and store."""
+    """Uploads (POST under /v1/benchmarks and /v1/traces) get the longer limit: 10 000 results, or a trace file of
+    100 000 requests, take a while to arrive and store."""
 
     def pick(scope: Scope) -> float:
-        if scope.get("method") == "POST" and str(scope.get("path", "")).startswith("/v1/benchmarks"):
+        if scope.get("method") == "POST" and str(scope.get("path", "")).startswith(("/v1/benchmarks", "/v1/traces")):
             return upload_timeout_s
         return request_timeout_s
 

@@ -25,7 +25,7 @@ from service import migrate
 from service.app import create_app
 from service.catalogue.load import load_catalogue
 from service.db import make_engine, make_sessionmaker
-from service.orm import HardwareProfile, ModelConfig
+from service.orm import HardwareProfile, ModelConfig, ServingTrace
 from service.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,10 +94,11 @@ def client(settings: Settings) -> Iterator[TestClient]:
     app = create_app(settings)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
-    # Each test leaves the built-in catalogue as it found it and takes its own entries away.
+    # Each test leaves the built-in catalogue as it found it and takes its own entries (and traces) away.
     with app.state.sessionmaker() as session:
         session.execute(delete(HardwareProfile).where(HardwareProfile.builtin.is_(False)))
         session.execute(delete(ModelConfig).where(ModelConfig.builtin.is_(False)))
+        session.execute(delete(ServingTrace))
         session.commit()
     app.state.engine.dispose()
 

@@ -13,7 +13,7 @@ from service.orm import Base
 
 TABLES = {
     "hardware_profiles", "model_configs", "alembic_version",
-    "api_keys", "benchmark_runs", "benchmark_results", "calibrations", "rate_limit_windows",
+    "api_keys", "benchmark_runs", "benchmark_results", "calibrations", "rate_limit_windows", "serving_traces",
 }  # fmt: skip
 
 
