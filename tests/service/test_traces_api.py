@@ -4,6 +4,7 @@ the same requests sent in the body, and bad files answered with a 4xx that names
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -211,3 +212,15 @@ def test_every_upload_example_is_stored(client: TestClient) -> None:
             r = client.post(PATH, json=value) if media == "application/json" else upload(client, value, media)
             assert r.status_code == 201, (media, name, r.text)
             TraceRead.model_validate(r.json())
+
+
+def test_racing_uploads_of_one_trace_store_it_once(client: TestClient) -> None:
+    # Eight clients send the same file at once: the digest is the key, so one insert wins (201) and the others find
+    # its row (200); nothing is stored twice and nobody gets an error.
+    rows = "".join(f"{0.01 * i:.2f},{100 + i},{10 + i % 7}\n" for i in range(2000))
+    body = "arrival_s,prompt_tokens,output_tokens\n" + rows
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda _: upload(client, body, "text/csv"), range(8)))
+    assert sorted(a.status_code for a in answers) == [200] * 7 + [201], [a.text for a in answers]
+    assert len({a.json()["id"] for a in answers}) == 1
+    assert client.get(PATH).json()["total"] == 1
