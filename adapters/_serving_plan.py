@@ -14,6 +14,7 @@ from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
 from adapters._plan_export import Shape, export
 from adapters._serving import _lengths, _scheduler, band_stats
+from adapters._traces import Trace
 from roofline.serving import Deployment, EngineSpec, Targets
 from schemas.inference import Dtypes, Implementation
 from schemas.models import ModelSpec
@@ -62,10 +63,25 @@ def _length_array(spec: int | Lengths, rng: np.random.Generator, field: str, con
     return drawn
 
 
-def traffic_lengths(body: PlanRequest, context: int) -> tuple[np.ndarray, np.ndarray]:
-    """The requests' lengths: fixed, or drawn once (seeded); drawn lengths are cut at the model's context."""
+def traffic_lengths(body: PlanRequest, context: int, trace: Trace | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The requests' lengths: fixed, or drawn once (seeded); drawn lengths are cut at the model's context. A stored
+    trace (`trace`, the one `traffic.trace_id` names): `LENGTH_SAMPLES` of its requests drawn with replacement
+    (seeded), each keeping its own prompt and output, none cut: a request beyond the context is an error."""
     t = body.traffic
     rng = np.random.default_rng(t.seed)
+    if t.trace_id is not None:
+        if trace is None:
+            raise ValueError("traffic.trace_id names a stored trace: pass it as `trace`")
+        pick = rng.integers(0, trace.prompt_tokens.size, LENGTH_SAMPLES)
+        prompt, output = trace.prompt_tokens[pick], trace.output_tokens[pick]
+        longest = int((trace.prompt_tokens + trace.output_tokens).max())
+        if longest > context:
+            raise InvalidField(
+                "body.traffic.trace_id",
+                f"the trace has a request of {longest} tokens (prompt and output): the model's context is {context}",
+            )
+        return prompt, output
+    assert t.prompt_tokens is not None and t.output_tokens is not None
     prompt = _length_array(t.prompt_tokens, rng, "body.traffic.prompt_tokens", context)
     output = _length_array(t.output_tokens, rng, "body.traffic.output_tokens", context)
     if prompt.size != output.size:
@@ -80,12 +96,21 @@ def traffic_lengths(body: PlanRequest, context: int) -> tuple[np.ndarray, np.nda
     return prompt, output
 
 
-def demand_requests_per_s(body: PlanRequest, output: np.ndarray) -> float:
+def demand_requests_per_s(body: PlanRequest, output: np.ndarray, trace: Trace | None = None) -> float:
+    """Requests per second to serve: the rate given, or the output-token rate over the mean output; a trace with
+    neither: its own mean arrival rate."""
     t = body.traffic
     if t.requests_per_s is not None:
         return t.requests_per_s
-    assert t.output_tokens_per_s is not None
-    return t.output_tokens_per_s / float(output.mean())
+    if t.output_tokens_per_s is not None:
+        return t.output_tokens_per_s / float(output.mean())
+    assert trace is not None
+    rate = trace.summary()["rate_per_s"]
+    if rate is None:
+        raise InvalidField(
+            "body.traffic.trace_id", "the trace's requests all arrive at once: it has no rate; give requests_per_s"
+        )
+    return float(rate)
 
 
 def candidates(body: PlanRequest, hardware_count: int) -> list[Candidate]:
@@ -139,12 +164,14 @@ class PlanOutcome:
     groups: list[str]
 
 
-def plan_serving(body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware]) -> PlanOutcome:
-    """Search the request's space."""
+def plan_serving(
+    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None
+) -> PlanOutcome:
+    """Search the request's space; `trace`: the stored trace `traffic.trace_id` names."""
     model_spec, model_name = model
     core_model = transformer(model_spec, None)
-    prompt, output = traffic_lengths(body, model_spec.max_context_tokens)
-    demand = demand_requests_per_s(body, output)
+    prompt, output = traffic_lengths(body, model_spec.max_context_tokens, trace)
+    demand = demand_requests_per_s(body, output, trace)
     all_candidates = candidates(body, len(hardware))
     deployments: list[Deployment] = []
     kept: list[Candidate] = []

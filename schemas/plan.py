@@ -21,26 +21,36 @@ from schemas.common import PositiveFloat
 from schemas.estimates import HardwareRef, Options
 from schemas.inference import Degree, Dtypes, ModelRef, PlainPaths, Tokens
 from schemas.serving import EngineOptions, Lengths, Mode, Stats
+from schemas.traces import TraceId
 
 MAX_CANDIDATES = limits.MAX_SERVING_PLAN_CANDIDATES
 
 
 class Traffic(PlainPaths):
     """What the fleet must serve: a request rate or an output-token rate, and the lengths of requests (a fixed
-    count, or a distribution as `POST /v1/estimate/serving` takes it)."""
+    count, or a distribution as `POST /v1/estimate/serving` takes it); or a stored trace (`trace_id`), whose
+    requests' (prompt, output) pairs and mean arrival rate it is, unless a rate is given to scale it to."""
 
     requests_per_s: PositiveFloat | None = None
     output_tokens_per_s: PositiveFloat | None = None
-    prompt_tokens: Tokens | Lengths
-    output_tokens: Tokens | Lengths
+    prompt_tokens: Tokens | Lengths | None = None
+    output_tokens: Tokens | Lengths | None = None
+    trace_id: TraceId | None = Field(
+        default=None,
+        description="A trace stored with POST /v1/traces: its lengths (pairs drawn from it, seeded) and its mean "
+        "rate (or `requests_per_s` / `output_tokens_per_s` if given); its arrivals' burstiness is not replayed.",
+    )
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = Field(
         default=0, description="Seeds the lengths drawn and the arrivals of the traffic check."
     )
 
     def longest_prompt(self) -> int:
         """The longest prompt the traffic sends, as far as its description bounds it (a distribution: its upper
-        bound, or mean + 3 standard deviations)."""
+        bound, or mean + 3 standard deviations; a stored trace: 1 until the service has read it and checks the
+        search again, `Search.check_work`)."""
         p = self.prompt_tokens
+        if p is None:
+            return 1
         if isinstance(p, int):
             return p
         if p.values:
@@ -50,8 +60,18 @@ class Traffic(PlainPaths):
 
     @model_validator(mode="after")
     def _one_rate(self) -> Traffic:
-        if (self.requests_per_s is None) == (self.output_tokens_per_s is None):
+        rates = (self.requests_per_s is not None) + (self.output_tokens_per_s is not None)
+        lengths = (self.prompt_tokens is not None) + (self.output_tokens is not None)
+        if self.trace_id is not None:
+            if lengths:
+                raise ValueError("a trace gives the lengths: prompt_tokens and output_tokens go with no trace_id")
+            if rates > 1:
+                raise ValueError("give at most one of requests_per_s and output_tokens_per_s with a trace")
+            return self
+        if rates != 1:
             raise ValueError("give exactly one of requests_per_s and output_tokens_per_s")
+        if lengths != 2:
+            raise ValueError("give prompt_tokens and output_tokens, or a trace_id")
         return self
 
 
@@ -142,6 +162,18 @@ class Search(PlainPaths):
                     total += tensors * (2 * p * decode * seqs + 64) * per_request
         return total * len(self.expert) * len(self.dtypes)
 
+    def check_work(self, hardware: int, prompt: int) -> None:
+        """ValueError when the search, over `hardware` profiles with prompts up to `prompt` tokens, would simulate
+        more iterations than `limits.MAX_PLAN_SIMULATED_ITERATIONS` allows."""
+        work = hardware * self.simulated_iterations_per_hardware(prompt)
+        if work > limits.MAX_PLAN_SIMULATED_ITERATIONS:
+            raise ValueError(
+                f"the search would simulate about {work} iterations ((2 × clients + 64) requests per candidate, each "
+                f"⌈{prompt} prompt tokens / max_num_batched_tokens⌉ + 2 iterations); at most "
+                f"{limits.MAX_PLAN_SIMULATED_ITERATIONS} are allowed: fewer or smaller max_num_seqs, larger token "
+                "budgets, fewer tensor widths or hardware"
+            )
+
     def _pools(self) -> list[tuple[int, int]]:
         """(decode workers per unit, tensor combinations) of each mode searched."""
         pools = []
@@ -213,15 +245,7 @@ class PlanRequest(PlainPaths):
                 f"an iteration-time surface; at most {limits.MAX_PLAN_ENGINES} are allowed"
             )
         traffic = info.data.get("traffic")
-        prompt = traffic.longest_prompt() if isinstance(traffic, Traffic) else 1
-        work = hardware * s.simulated_iterations_per_hardware(prompt)
-        if work > limits.MAX_PLAN_SIMULATED_ITERATIONS:
-            raise ValueError(
-                f"the search would simulate about {work} iterations ((2 × clients + 64) requests per candidate, each "
-                f"⌈{prompt} prompt tokens / max_num_batched_tokens⌉ + 2 iterations); at most "
-                f"{limits.MAX_PLAN_SIMULATED_ITERATIONS} are allowed: fewer or smaller max_num_seqs, larger token "
-                "budgets, fewer tensor widths or hardware"
-            )
+        s.check_work(hardware, traffic.longest_prompt() if isinstance(traffic, Traffic) else 1)
         return s
 
 

@@ -1,5 +1,6 @@
-"""The capacity planner: the profiles resolved, the search run on the serving simulator (`adapters.plan_serving`,
-`roofline.serving.plan_serving`), and its frontier drawn (`service.charts.pareto`)."""
+"""The capacity planner: the profiles (and a stored trace the traffic names) resolved, the search run on the serving
+simulator (`adapters.plan_serving`, `roofline.serving.plan_serving`), and its frontier drawn
+(`service.charts.pareto`)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,32 @@ from schemas.estimates import EstimateContext
 from schemas.plan import PlanRead, PlanRequest
 from service.catalogue import service as catalogue
 from service.charts.pareto import Frontier, render
+from service.errors import invalid
+from service.traces import service as traces
+
+
+def _trace(session: Session, body: PlanRequest) -> adapters.Trace | None:
+    """The stored trace the traffic names, if any, with the search's size checked again on its longest prompt (the
+    request's validation could not know it)."""
+    if body.traffic.trace_id is None:
+        return None
+    trace = traces.load(session, body.traffic.trace_id, "body.traffic.trace_id")
+    try:
+        body.search.check_work(len(body.hardware), int(trace.prompt_tokens.max()))
+    except ValueError as err:
+        raise invalid("body.search", str(err)) from None
+    return trace
 
 
 def _run(session: Session, body: PlanRequest) -> adapters.PlanOutcome:
     model = catalogue.resolve_model(session, body.model)
+    trace = _trace(session, body)
     hardware = []
     for ref in body.hardware:
         ctx = EstimateContext(hardware=ref, options=body.options)
         spec, name = catalogue.resolve_hardware(session, ctx)
         hardware.append(adapters.Hardware(name, adapters.inference_system(spec, ctx, None)))
-    return adapters.plan_serving(body, model, hardware)
+    return adapters.plan_serving(body, model, hardware, trace)
 
 
 def plan(session: Session, body: PlanRequest) -> PlanRead:

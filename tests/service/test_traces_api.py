@@ -224,3 +224,83 @@ def test_racing_uploads_of_one_trace_store_it_once(client: TestClient) -> None:
     assert sorted(a.status_code for a in answers) == [200] * 7 + [201], [a.text for a in answers]
     assert len({a.json()["id"] for a in answers}) == 1
     assert client.get(PATH).json()["total"] == 1
+
+
+PLAN: dict[str, Any] = {
+    "model": "llama-3-8b",
+    "hardware": ["a100-sxm-80gb", "h100-sxm"],
+    "objectives": {"ttft_s": 0.5, "tpot_s": 0.03},
+    "search": {"tensor": [1, 2], "max_num_seqs": [16, 64], "max_num_batched_tokens": [4096]},
+    "prices": {"a100-sxm-80gb": 1.5, "h100-sxm": 3.0},
+    "max_results": 4,
+}
+
+
+def stored(client: TestClient, requests: list[dict[str, Any]]) -> str:
+    r = client.post(PATH, json={"requests": requests})
+    assert r.status_code == 201, r.text
+    trace_id: str = r.json()["id"]
+    return trace_id
+
+
+def test_a_plan_for_a_trace_of_one_shape_is_the_plan_for_that_shape(client: TestClient) -> None:
+    # Every request 1 024 / 128 tokens: whatever pairs are drawn from the trace, they are the fixed lengths'.
+    trace_id = stored(
+        client, [{"arrival_s": 0.05 * i, "prompt_tokens": 1024, "output_tokens": 128} for i in range(400)]
+    )
+    fixed = {**PLAN, "traffic": {"requests_per_s": 10, "prompt_tokens": 1024, "output_tokens": 128}}
+    by_trace = {**PLAN, "traffic": {"requests_per_s": 10, "trace_id": trace_id}}
+    a, b = client.post("/v1/plan", json=fixed), client.post("/v1/plan", json=by_trace)
+    assert a.status_code == 200 and b.status_code == 200, b.text
+    assert b.json() == a.json()
+
+
+def test_a_plan_for_a_trace_serves_its_own_rate(client: TestClient) -> None:
+    requests = [
+        {
+            "arrival_s": 0.1 * i + 0.02 * (i % 3),
+            "prompt_tokens": 300 + 97 * (i % 11),
+            "output_tokens": 40 + 13 * (i % 7),
+        }
+        for i in range(301)
+    ]
+    trace_id = stored(client, requests)
+    rate = client.get(f"{PATH}/{trace_id}").json()["rate_per_s"]
+    assert rate == pytest.approx(300 / 30.0)  # 300 gaps over 0.1 × 300 s (the last arrival's offset is 0)
+    r = client.post("/v1/plan", json={**PLAN, "traffic": {"trace_id": trace_id}})
+    assert r.status_code == 200, r.text
+    assert r.json()["demand_requests_per_s"] == pytest.approx(rate)
+    assert r.json()["feasible"] or r.json()["closest"]
+
+
+def test_a_plan_names_what_is_wrong_with_its_trace(client: TestClient) -> None:
+    ok = stored(client, [{"arrival_s": float(i), "prompt_tokens": 100, "output_tokens": 10} for i in range(3)])
+    at_once = stored(client, [{"arrival_s": 0.0, "prompt_tokens": 100, "output_tokens": 10}] * 3)
+    too_long = stored(client, [{"arrival_s": 0.0, "prompt_tokens": 8000, "output_tokens": 500}])
+
+    def post(traffic: dict[str, Any], status: int = 422) -> list[str]:
+        return fields(client.post("/v1/plan", json={**PLAN, "traffic": traffic}), status)
+
+    assert post({"trace_id": ok, "prompt_tokens": 100}) == ["body.traffic"]
+    assert post({"trace_id": ok, "requests_per_s": 1, "output_tokens_per_s": 5}) == ["body.traffic"]
+    assert post({"requests_per_s": 1, "prompt_tokens": 100}) == ["body.traffic"]
+    assert post({"trace_id": "tr_" + "1" * 24}, 404) == ["body.traffic.trace_id"]
+    assert post({"trace_id": at_once}) == ["body.traffic.trace_id"]
+    assert post({"trace_id": too_long}) == ["body.traffic.trace_id"]
+
+
+def test_a_plan_checks_its_size_again_on_the_traces_prompts(client: TestClient) -> None:
+    # 4 profiles × 4 tensor widths × (2 × 1024 + 64) requests × (⌈p / 256⌉ + 2) iterations: 101 376 with the
+    # 1-token bound the request's validation has for a trace, 1 148 928 once the trace's 8 000-token prompt is read
+    # (⌈8 000 / 256⌉ + 2 = 34): over the 1 000 000 allowed, a 422 naming body.search before anything is simulated.
+    trace_id = stored(client, [{"arrival_s": 0.0, "prompt_tokens": 8000, "output_tokens": 100},
+                               {"arrival_s": 1.0, "prompt_tokens": 100, "output_tokens": 100}])  # fmt: skip
+    body = {
+        **PLAN,
+        "hardware": ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200"],
+        "search": {"tensor": [1, 2, 4, 8], "max_num_seqs": [1024], "max_num_batched_tokens": [256]},
+        "traffic": {"trace_id": trace_id},
+        "prices": {},
+    }
+    r = client.post("/v1/plan", json=body)
+    assert fields(r) == ["body.search"] and "1148928 iterations" in r.json()["message"]
