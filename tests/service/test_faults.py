@@ -28,7 +28,7 @@ from sqlalchemy import Engine, create_engine, func, select, text
 
 from service import auth
 from service.db import make_engine, make_sessionmaker
-from service.orm import BenchmarkResult, BenchmarkRun
+from service.orm import BenchmarkResult, BenchmarkRun, ServingTrace
 from tests.conftest import LiveServer, PostgresSchema, free_port, ridgeline_command
 from worker.client import RetryPolicy, RidgelineClient, dumps
 from worker.spool import Spool
@@ -328,6 +328,62 @@ def test_sigterm_finishes_the_upload_in_flight_and_refuses_new_connections(tmp_p
             engine.dispose()
     finally:
         server.stop()
+
+
+# --- SIGKILL during a trace upload: stored once or not at all ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("backend", "kill_at"), [("postgresql", "body"), ("postgresql", "answer"), ("sqlite", "body"), ("sqlite", "answer")]
+)
+def test_sigkill_during_a_trace_upload(backend: str, kill_at: str, tmp_path: Path) -> None:
+    """A 50 000-request trace file through the proxy; the server is SIGKILLed with half the body read, or after the
+    commit and before the answer reaches the client. The client sees its connection drop and sends the file again to
+    a new server on the same database: the trace is stored once (its id is the digest of its requests), 201 if the
+    first attempt stored nothing, 200 if it had committed."""
+    schema = PostgresSchema() if backend == "postgresql" else None
+    url = schema.url if schema is not None else f"sqlite:///{tmp_path / 'trace.db'}"
+    admin = create_engine(url)
+    servers: list[LiveServer] = []
+    proxy: FaultProxy | None = None
+    rows = "".join(f"{0.02 * i:.2f},{128 + i % 4000},{16 + i % 500}\n" for i in range(50_000))
+    body = ("arrival_s,prompt_tokens,output_tokens\n" + rows).encode()
+    headers = {"content-type": "text/csv"}
+
+    def stored() -> list[tuple[str, int]]:
+        with admin.connect() as conn:
+            return [(str(r[0]), int(r[1])) for r in conn.execute(select(ServingTrace.id, ServingTrace.requests))]
+
+    try:
+        port = free_port()
+        env = {**os.environ, "RIDGELINE_DATABASE_URL": url}
+
+        def start(name: str) -> LiveServer:
+            (tmp_path / name).mkdir()
+            server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path / name)
+            servers.append(server)
+            server.wait_healthy()
+            return server
+
+        first = start("first")
+        proxy = FaultProxy(port, kill_at, lambda: first.proc.send_signal(signal.SIGKILL))
+        with pytest.raises(httpx.TransportError):
+            httpx.post(f"{proxy.url}/v1/traces", content=body, headers=headers, timeout=60)
+        assert proxy.fired.is_set() and first.proc.wait(timeout=10) == -signal.SIGKILL
+        assert len(stored()) == (1 if kill_at == "answer" else 0)  # committed only when it was answering
+
+        start("second")
+        again = httpx.post(f"{proxy.url}/v1/traces", content=body, headers=headers, timeout=60)
+        assert again.status_code == (200 if kill_at == "answer" else 201), again.text[:500]
+        assert stored() == [(again.json()["id"], 50_000)]
+    finally:
+        if proxy is not None:
+            proxy.close()
+        for server in servers:
+            server.stop()
+        admin.dispose()
+        if schema is not None:
+            schema.drop()
 
 
 def _refused(port: int, timeout_s: float = 5.0) -> bool:
