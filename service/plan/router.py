@@ -19,8 +19,10 @@ PlanBody = Annotated[PlanRequest, Body(openapi_examples=PLAN_EXAMPLES)]
 
 @router.post("/plan")
 def plan(session: SessionDep, body: PlanBody) -> PlanRead:
-    """The cheapest fleets that serve a traffic within latency objectives: every candidate deployment simulated
-    under in-flight batching, sized, checked under the traffic, with vLLM and TensorRT-LLM launch arguments."""
+    """The cheapest fleets that serve a traffic (rates and lengths, or a stored trace) within latency objectives.
+
+    Every candidate deployment simulated under in-flight batching, sized, checked under the traffic, with vLLM and
+    TensorRT-LLM launch arguments."""
     return service.plan(session, body)
 
 
