@@ -11,7 +11,7 @@ import numpy as np
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
-from adapters._traces import Trace
+from adapters._traces import Trace, trace_of
 from roofline.serving import (
     EngineSpec,
     Objectives,
@@ -26,6 +26,7 @@ from schemas.hardware import HardwareSpec
 from schemas.inference import Implementation
 from schemas.models import ModelSpec
 from schemas.serving import EngineOptions, LengthKind, Lengths, Mode, ServingParallelism, ServingRequest
+from schemas.traces import TraceFormat
 
 
 def _scheduler(opts: EngineOptions) -> Scheduler:
@@ -74,24 +75,17 @@ def serving_requests(body: ServingRequest, context_limit: int, trace: Trace | No
     `load.trace_id` names (the service reads it)."""
     load = body.load
     rng = np.random.default_rng(load.seed)
-    if load.trace_id is not None:
-        if trace is None:
+    if load.trace_id is not None or load.trace is not None:
+        if load.trace is not None:  # checked as an uploaded trace is, its fields under body.load.trace
+            where = "body.load.trace"
+            r = load.trace
+            trace = trace_of("load.trace", TraceFormat.json, [x.arrival_s for x in r], [x.prompt_tokens for x in r],
+                             [x.output_tokens for x in r], field=where)  # fmt: skip
+        elif trace is None:
             raise ValueError("load.trace_id names a stored trace: pass it as `trace`")
-        where = "body.load.trace_id"
+        else:
+            where = "body.load.trace_id"
         requests = Requests(trace.prompt_tokens, trace.output_tokens, trace.arrival_s, 0)
-    elif load.trace is not None:
-        arrival = np.array([r.arrival_s for r in load.trace])
-        backwards = np.flatnonzero(np.diff(arrival) < 0)
-        if backwards.size:
-            i = int(backwards[0]) + 1
-            raise InvalidField(
-                f"body.load.trace.{i}.arrival_s",
-                f"arrivals must not go backwards: {arrival[i]} s after {arrival[i - 1]} s",
-            )
-        prompt = np.array([r.prompt_tokens for r in load.trace], dtype=np.int64)
-        output = np.array([r.output_tokens for r in load.trace], dtype=np.int64)
-        where = "body.load.trace"
-        requests = Requests(prompt, output, arrival - arrival[0], 0)
     else:
         assert load.prompt_tokens is not None and load.output_tokens is not None
         prompt = _lengths(rng, load.prompt_tokens, load.requests, "body.load.prompt_tokens")

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from adapters._errors import InvalidField
 from schemas import limits
-from schemas.traces import TokenStats, TraceFormat
+from schemas.traces import TraceFormat
 
 CSV_TYPES = ("text/csv",)
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
@@ -93,8 +93,9 @@ class Trace:
 
 
 def _stats(tokens: NDArray[np.int64]) -> dict[str, Any]:
+    """`TokenStats`' fields."""
     p50, p90 = np.percentile(tokens, [50, 90])
-    return TokenStats(mean=float(tokens.mean()), p50=float(p50), p90=float(p90), max=int(tokens.max())).model_dump()
+    return {"mean": float(tokens.mean()), "p50": float(p50), "p90": float(p90), "max": int(tokens.max())}
 
 
 def decode_trace(name: str, fmt: str, data: bytes) -> Trace:
@@ -108,15 +109,13 @@ def decode_trace(name: str, fmt: str, data: bytes) -> Trace:
 
 
 def trace_of(name: str, fmt: TraceFormat, arrivals: Sequence[float], prompts: Sequence[int], outputs: Sequence[int],
-             lines: Sequence[int] | None = None) -> Trace:  # fmt: skip
+             lines: Sequence[int] | None = None, field: str = "body.requests") -> Trace:  # fmt: skip
     """A checked trace from its columns, arrivals made relative to the first. `lines`: each request's line in the
-    file, for the error messages (None: a JSON document, whose requests are numbered)."""
+    file, for the error messages (None: a JSON document, whose requests are numbered); `field`: the requests' path
+    in the request body (an uploaded trace's `body.requests`, a serving load's `body.load.trace`). The count is
+    bounded before (a document's schema; a file's reader stops at `limits.MAX_SERVING_REQUESTS`)."""
     if not arrivals:
         raise InvalidField("body", "a trace needs at least one request")
-    if len(arrivals) > limits.MAX_SERVING_REQUESTS:
-        raise InvalidField(
-            "body", f"{len(arrivals)} requests: a trace holds at most {limits.MAX_SERVING_REQUESTS:,} (cut the file)"
-        )
     arrival = np.asarray(arrivals, dtype=np.float64)
 
     def where(i: int) -> str:
@@ -127,7 +126,7 @@ def trace_of(name: str, fmt: TraceFormat, arrivals: Sequence[float], prompts: Se
         if bad:
             i = bad[0]
             raise InvalidField(
-                f"body.requests.{i}.{column}",
+                f"{field}.{i}.{column}",
                 f"{where(i)}{values[i]} tokens: a length is a whole number of tokens, 1 … {limits.MAX_TOKENS:,}"
                 + (" (BurstGPT writes 0 for a failed request: leave those rows out)" if values[i] == 0 else ""),
             )
@@ -135,13 +134,14 @@ def trace_of(name: str, fmt: TraceFormat, arrivals: Sequence[float], prompts: Se
     if backwards.size:
         i = int(backwards[0]) + 1
         raise InvalidField(
-            f"body.requests.{i}.arrival_s",
-            f"{where(i)}arrivals must not go backwards: {arrival[i]:.9g} after {arrival[i - 1]:.9g} (sort the trace)",
+            f"{field}.{i}.arrival_s",
+            f"{where(i)}arrivals must not go backwards: {arrival[i]:.9g} s after {arrival[i - 1]:.9g} s (sort the "
+            "trace)",
         )
     relative = arrival - arrival[0]
     if relative[-1] > limits.MAX_SECONDS:
         raise InvalidField(
-            f"body.requests.{len(relative) - 1}.arrival_s",
+            f"{field}.{len(relative) - 1}.arrival_s",
             f"the trace spans {relative[-1]:.6g} s: at most {limits.MAX_SECONDS:.0f} s from its first request",
         )
     return Trace(name, fmt, relative, np.asarray(prompts, np.int64), np.asarray(outputs, np.int64))

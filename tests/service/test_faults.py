@@ -204,6 +204,47 @@ def _wait_for_blocked_copy(conn: Any, timeout_s: float = 60.0) -> None:
     pytest.fail("the upload never reached its insert")
 
 
+class Restarts:
+    """One database (a fresh PostgreSQL schema, or a SQLite file) and `ridgeline serve` processes started on it one
+    after another on one port, with the proxy in front of them; `close` stops and drops them all."""
+
+    def __init__(self, backend: str, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.schema = PostgresSchema() if backend == "postgresql" else None
+        self.url = self.schema.url if self.schema is not None else f"sqlite:///{tmp_path / 'fault.db'}"
+        self.admin = create_engine(self.url)
+        self.port = free_port()
+        self.servers: list[LiveServer] = []
+        self.proxy: FaultProxy | None = None
+
+    def start(self, name: str) -> LiveServer:
+        (self.tmp_path / name).mkdir()
+        env = {**os.environ, "RIDGELINE_DATABASE_URL": self.url}
+        server = LiveServer([*ridgeline_command(), "serve", "--port", str(self.port)], env, self.port,
+                            self.tmp_path / name)  # fmt: skip
+        self.servers.append(server)
+        server.wait_healthy()
+        return server
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
+        for server in self.servers:
+            server.stop()
+        self.admin.dispose()
+        if self.schema is not None:
+            self.schema.drop()
+
+
+@contextlib.contextmanager
+def restarts(backend: str, tmp_path: Path) -> Iterator[Restarts]:
+    run = Restarts(backend, tmp_path)
+    try:
+        yield run
+    finally:
+        run.close()
+
+
 @pytest.mark.parametrize(
     ("backend", "kill_at"),
     [("postgresql", "body"), ("postgresql", "insert"), ("postgresql", "answer"), ("sqlite", "body"),
@@ -215,25 +256,12 @@ def test_sigkill_during_a_ten_thousand_result_upload(backend: str, kill_at: str,
     before the answer reaches the client); a new server starts on the same database and port while the client is
     still retrying. Afterwards: exactly one run of 10 000 results, none twice. (The insert is held on a PostgreSQL
     table lock, so that case runs on PostgreSQL only.)"""
-    schema = PostgresSchema() if backend == "postgresql" else None
-    url = schema.url if schema is not None else f"sqlite:///{tmp_path / 'fault.db'}"
-    admin = create_engine(url)
-    servers: list[LiveServer] = []
-    proxy: FaultProxy | None = None
-    try:
-        port = free_port()
-        env = {**os.environ, "RIDGELINE_DATABASE_URL": url}
-
-        def start(name: str) -> LiveServer:
-            (tmp_path / name).mkdir()
-            server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path / name)
-            servers.append(server)
-            server.wait_healthy()
-            return server
-
-        first = start("first")
+    with restarts(backend, tmp_path) as run:
+        url, admin = run.url, run.admin
+        first = run.start("first")
         token = make_key(url, "fault-sigkill")
-        proxy = FaultProxy(port, "pass" if kill_at == "insert" else kill_at, lambda: first.proc.send_signal(9))
+        proxy = FaultProxy(run.port, "pass" if kill_at == "insert" else kill_at, lambda: first.proc.send_signal(9))
+        run.proxy = proxy
         spool = Spool(tmp_path / "spool")
         entry = spool.put(ten_thousand_results())
         report: list[DeliveryReport] = []
@@ -254,7 +282,7 @@ def test_sigkill_during_a_ten_thousand_result_upload(backend: str, kill_at: str,
             assert first.proc.wait(timeout=10) == -signal.SIGKILL
         assert counts(admin)[0] == (1 if kill_at == "answer" else 0)  # committed only when it was answering
 
-        start("second")
+        run.start("second")
         sender.join(timeout=90)
         assert not sender.is_alive(), "the client never finished"
         client.close()
@@ -265,16 +293,8 @@ def test_sigkill_during_a_ten_thousand_result_upload(backend: str, kill_at: str,
         assert spool.pending() == []
         assert counts(admin) == (1, 10_000, 10_000)
         with admin.connect() as conn:
-            run = conn.execute(select(BenchmarkRun.idempotency_key, BenchmarkRun.result_count)).one()
-        assert tuple(run) == (entry.idempotency_key, 10_000)
-    finally:
-        if proxy is not None:
-            proxy.close()
-        for server in servers:
-            server.stop()
-        admin.dispose()
-        if schema is not None:
-            schema.drop()
+            run_row = conn.execute(select(BenchmarkRun.idempotency_key, BenchmarkRun.result_count)).one()
+        assert tuple(run_row) == (entry.idempotency_key, 10_000)
 
 
 # --- SIGTERM: graceful shutdown finishes the upload in flight -----------------------------------------------------
@@ -341,49 +361,26 @@ def test_sigkill_during_a_trace_upload(backend: str, kill_at: str, tmp_path: Pat
     commit and before the answer reaches the client. The client sees its connection drop and sends the file again to
     a new server on the same database: the trace is stored once (its id is the digest of its requests), 201 if the
     first attempt stored nothing, 200 if it had committed."""
-    schema = PostgresSchema() if backend == "postgresql" else None
-    url = schema.url if schema is not None else f"sqlite:///{tmp_path / 'trace.db'}"
-    admin = create_engine(url)
-    servers: list[LiveServer] = []
-    proxy: FaultProxy | None = None
     rows = "".join(f"{0.02 * i:.2f},{128 + i % 4000},{16 + i % 500}\n" for i in range(50_000))
     body = ("arrival_s,prompt_tokens,output_tokens\n" + rows).encode()
     headers = {"content-type": "text/csv"}
+    with restarts(backend, tmp_path) as run:
 
-    def stored() -> list[tuple[str, int]]:
-        with admin.connect() as conn:
-            return [(str(r[0]), int(r[1])) for r in conn.execute(select(ServingTrace.id, ServingTrace.requests))]
+        def stored() -> list[tuple[str, int]]:
+            with run.admin.connect() as conn:
+                return [(str(r[0]), int(r[1])) for r in conn.execute(select(ServingTrace.id, ServingTrace.requests))]
 
-    try:
-        port = free_port()
-        env = {**os.environ, "RIDGELINE_DATABASE_URL": url}
-
-        def start(name: str) -> LiveServer:
-            (tmp_path / name).mkdir()
-            server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path / name)
-            servers.append(server)
-            server.wait_healthy()
-            return server
-
-        first = start("first")
-        proxy = FaultProxy(port, kill_at, lambda: first.proc.send_signal(signal.SIGKILL))
+        first = run.start("first")
+        proxy = run.proxy = FaultProxy(run.port, kill_at, lambda: first.proc.send_signal(signal.SIGKILL))
         with pytest.raises(httpx.TransportError):
             httpx.post(f"{proxy.url}/v1/traces", content=body, headers=headers, timeout=60)
         assert proxy.fired.is_set() and first.proc.wait(timeout=10) == -signal.SIGKILL
         assert len(stored()) == (1 if kill_at == "answer" else 0)  # committed only when it was answering
 
-        start("second")
+        run.start("second")
         again = httpx.post(f"{proxy.url}/v1/traces", content=body, headers=headers, timeout=60)
         assert again.status_code == (200 if kill_at == "answer" else 201), again.text[:500]
         assert stored() == [(again.json()["id"], 50_000)]
-    finally:
-        if proxy is not None:
-            proxy.close()
-        for server in servers:
-            server.stop()
-        admin.dispose()
-        if schema is not None:
-            schema.drop()
 
 
 def _refused(port: int, timeout_s: float = 5.0) -> bool:
