@@ -21,7 +21,7 @@ import argparse
 import json
 import statistics
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,52 @@ def _op_target(family: str) -> tuple[float, float | None]:
 def baseline(data: Path | None = None) -> dict[str, Any]:
     """Every figure of the four comparisons, rounded: the machine-readable baseline."""
     root = validate.data_dir(data)
+    serving, serving_skipped = serving_section(root)
+    # Leave one device out and the prediction intervals' coverage: computed by `python -m bench.intervals` (one run
+    # feeds the shipped interval table and these figures; its --check and tests/bench/test_intervals.py keep them
+    # current), read here rather than recomputed.
+    figures = json.loads(intervals.FIGURES_PATH.read_text())
+    loo = {
+        f"{r['source']}/{r['family']}/{r['device']}": {**r, "target": list(_op_target(r["family"]))}
+        for r in figures["loo"]
+    }
+    return {
+        "generated_by": "python -m bench.report",
+        "tolerance": TOLERANCE,
+        "targets": {
+            "ops": {"gemm": list(OP_TARGETS["gemm"]), "default": list(OP_TARGET_DEFAULT)},
+            "collectives_median_at_least_1MiB": COLLECTIVE_TARGET,
+            "inference_op_and_layer": INFERENCE_TARGET,
+            "training_median_and_worst": [validate_training.MEDIAN_TARGET, validate_training.WORST_TARGET],
+            "serving": dict(validate_serving.TARGETS),
+        },
+        "sources": {**validate.SOURCES, "inference": validate_inference.SOURCE, "training": validate_training.SOURCE},
+        "ops": ops_section(root),
+        "loo": loo,
+        "intervals": {"coverage": figures["coverage"], "by_family": figures["coverage_by_family"]},
+        "collectives": collectives_section(root),
+        "inference": inference_section(root),
+        "training": training_section(root),
+        "serving": serving,
+        "serving_not_expressible": serving_skipped,
+    }
+
+
+def section(name: str, data: Path | None = None) -> dict[str, Any]:
+    """One section of the baseline (`ops`, `collectives`, `inference`, `training` or `serving`), computed alone:
+    what `baseline` holds under that name. The test suite computes each once, in parallel."""
+    root = validate.data_dir(data)
+    if name == "serving":
+        return serving_section(root)[0]
+    sections: dict[str, Callable[[Path], dict[str, Any]]] = {
+        "ops": ops_section, "collectives": collectives_section, "inference": inference_section,
+        "training": training_section,
+    }  # fmt: skip
+    return sections[name](root)
+
+
+def ops_section(root: Path) -> dict[str, Any]:
+    """Each source, op family and device of bench.validate: errors and the worst rows."""
     ops = {}
     for row in validate.report(root, WORST):
         ops[f"{row['source']}/{row['family']}/{row['device']}"] = {
@@ -92,6 +138,11 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
                 for w in row["worst"]
             ],
         }
+    return ops
+
+
+def collectives_section(root: Path) -> dict[str, Any]:
+    """Each collective dataset, op and group of bench.validate_collectives."""
     collectives = {}
     for row in validate_collectives.report(validate_collectives.data_dir(root)):
         collectives[f"{row['dataset']}/{row['op']}/{row['group']}"] = {
@@ -108,6 +159,11 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
                 name: {"count": b["count"], "median_ape": _r(b["median_ape"])} for name, b in row["buckets"].items()
             },
         }
+    return collectives
+
+
+def inference_section(root: Path) -> dict[str, Any]:
+    """LLMCompass's measured layers, op by op, shipped and calibrated (bench.validate_inference)."""
     inference = {}
     for mode, calibrated in (("shipped", False), ("calibrated", True)):
         doc = validate_inference.report(root, calibrated)
@@ -122,8 +178,13 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
                     "predicted_us": _r(o["predicted_s"] * 1e6),
                     "error": _r(o["error"]),
                 }
+    return inference
+
+
+def training_section(root: Path) -> dict[str, Any]:
+    """Measured training steps (bench.validate_training)."""
     doc = validate_training.report(root)
-    training = {
+    return {
         f"{r['model']}/{r['gpus']}/{r['recompute']}": {
             "model": r["model"],
             "gpus": r["gpus"],
@@ -136,6 +197,10 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
         }
         for r in doc["rows"]
     }
+
+
+def serving_section(root: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """The serving figures and the rows not expressible, per table (bench.validate_serving)."""
     # Serving: aiconfigurator's measured deployments per mode and backend, and TensorRT-LLM's max throughput per GPU.
     root_s = validate_serving.data_dir(root)
     silicon_rows, skipped = validate_serving.silicon_rows(root_s)
@@ -160,35 +225,7 @@ def baseline(data: Path | None = None) -> dict[str, Any]:
             "tpot_coverage": None, "ttft_coverage": None, "static_tpot_coverage": None,
             "throughput_coverage": _r(v["coverage"]),
         }  # fmt: skip
-    serving_skipped = {"silicon": len(skipped), "overview": len(skipped_o)}
-    # Leave one device out and the prediction intervals' coverage: computed by `python -m bench.intervals` (one run
-    # feeds the shipped interval table and these figures; its --check and tests/bench/test_intervals.py keep them
-    # current), read here rather than recomputed.
-    figures = json.loads(intervals.FIGURES_PATH.read_text())
-    loo = {
-        f"{r['source']}/{r['family']}/{r['device']}": {**r, "target": list(_op_target(r["family"]))}
-        for r in figures["loo"]
-    }
-    return {
-        "generated_by": "python -m bench.report",
-        "tolerance": TOLERANCE,
-        "targets": {
-            "ops": {"gemm": list(OP_TARGETS["gemm"]), "default": list(OP_TARGET_DEFAULT)},
-            "collectives_median_at_least_1MiB": COLLECTIVE_TARGET,
-            "inference_op_and_layer": INFERENCE_TARGET,
-            "training_median_and_worst": [validate_training.MEDIAN_TARGET, validate_training.WORST_TARGET],
-            "serving": dict(validate_serving.TARGETS),
-        },
-        "sources": {**validate.SOURCES, "inference": validate_inference.SOURCE, "training": validate_training.SOURCE},
-        "ops": ops,
-        "loo": loo,
-        "intervals": {"coverage": figures["coverage"], "by_family": figures["coverage_by_family"]},
-        "collectives": collectives,
-        "inference": inference,
-        "training": training,
-        "serving": serving,
-        "serving_not_expressible": serving_skipped,
-    }
+    return serving, {"silicon": len(skipped), "overview": len(skipped_o)}
 
 
 def _pct(x: float | None, signed: bool = False) -> str:

@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
-# One command from a fresh clone to the whole test suite: lint, types, import contracts and pytest, with the
-# database tests on SQLite and on the PostgreSQL at 127.0.0.1:5432 (database `test`, user `postgres`).
-# A missing PostgreSQL or Chromium fails the run; nothing is skipped.
+# One command from a fresh clone to the whole test suite: lint, types, import contracts and pytest on every core
+# (pytest-xdist), with the database tests on SQLite and, where the database matters, on the PostgreSQL at
+# 127.0.0.1:5432 (database `test`, user `postgres`). A missing PostgreSQL or Chromium fails the run; nothing is
+# skipped.
+#
+#   scripts/test.sh            the whole suite, as CI runs it
+#   scripts/test.sh --fast     the fast tier: lint, types and every test not marked `slow`, databases on SQLite only
+#
+# Further arguments go to pytest (e.g. `scripts/test.sh --fast tests/roofline -x`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh dev
-# The worker extra (JAX, CPU build): the worker's suites run in the test suite on the CPU.
-.venv/bin/python -m pip install --quiet -e ".[dev,worker]"
+
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+  fast=1
+  shift
+fi
+
+# Set up (or bring up to date) .venv with the dev tools and the worker extra (JAX, CPU build: the worker's suites
+# run on the CPU). Skipped when pyproject.toml has not changed since the last setup.
+stamp=.venv/.ridgeline-setup
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  scripts/setup.sh dev
+  .venv/bin/python -m pip install --quiet -e ".[dev,worker]"
+  echo "$want" >"$stamp"
+fi
 
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing headless Chromium for the Swagger UI test"
+    echo "installing headless Chromium for the browser tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
     echo "headless Chromium is required (Debian package 'chromium')" >&2; exit 1
@@ -27,5 +46,10 @@ fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+# One worker per core, and one more: many tests wait on a server process or the database rather than compute.
+workers="$(($(nproc) + 1))"
+if [ "$fast" = 1 ]; then
+  exec .venv/bin/pytest -n "$workers" --dist loadgroup -m "not slow" --databases=sqlite "$@"
+fi
 .venv/bin/lint-imports --no-cache
-.venv/bin/pytest "$@"
+exec .venv/bin/pytest -n "$workers" --dist loadgroup "$@"

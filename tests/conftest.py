@@ -1,7 +1,10 @@
-"""Fixtures: every database test runs on SQLite and on the local PostgreSQL.
+"""Fixtures: a test that takes the `database_url` fixture (or `client` or `settings`, built on it) runs on SQLite; one
+where the database matters (storage, migrations, concurrency, idempotency) is marked `databases` and runs on SQLite
+and on the local PostgreSQL.
 
-PostgreSQL is not optional: if it cannot be reached the tests fail (CI must not pass by skipping). Each test run
-works in its own schema of the `test` database, made by the real migrations and dropped at the end.
+PostgreSQL is not optional: if it cannot be reached the tests fail (CI must not pass by skipping). Each test process
+(each pytest-xdist worker) works in its own schema of the `test` database, made by the real migrations and dropped at
+the end. `--databases=sqlite` (the fast tier, `scripts/test.sh --fast`) runs the marked tests on SQLite only.
 """
 
 from __future__ import annotations
@@ -31,6 +34,24 @@ from service.settings import Settings
 REPO = Path(__file__).resolve().parent.parent
 POSTGRES_ADMIN_URL = os.environ.get("RIDGELINE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 BACKENDS = ["sqlite", "postgresql"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--databases",
+        choices=["all", "sqlite"],
+        default="all",
+        help="where the tests marked `databases` run: SQLite and PostgreSQL (all, the default) or SQLite only",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The backends of a database test: both where it is marked `databases` (unless `--databases=sqlite`), else
+    SQLite. Session-scoped, so that every test of one backend shares its migrated database."""
+    if "database_url" not in metafunc.fixturenames:
+        return
+    both = metafunc.definition.get_closest_marker("databases") and metafunc.config.getoption("databases") == "all"
+    metafunc.parametrize("database_url", BACKENDS if both else ["sqlite"], indirect=True, scope="session")
 
 
 class PostgresSchema:
@@ -66,7 +87,7 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         schema.drop()
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
+@pytest.fixture(scope="session")
 def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A migrated database with the built-in catalogue loaded, shared by the tests of one backend."""
     schema = None

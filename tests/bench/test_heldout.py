@@ -60,6 +60,7 @@ def test_the_worker_run_is_predicted_with_its_own_host_cost() -> None:
         assert np.all(r.predicted_s > 75.18e-6 + validate.KERNEL_FLOOR_S * (1 - 1e-9)), r.family
 
 
+@pytest.mark.xdist_group("heldout")  # its own figures, computed once, beside the baseline's groups
 def test_every_figure_holds_its_baseline(fresh: dict[str, Any]) -> None:
     """Each family's error and coverage within half a percentage point of bench/heldout.json, either way."""
     assert [(f["family"], f["device"]) for f in fresh["families"]] == [

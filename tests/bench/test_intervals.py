@@ -4,6 +4,7 @@ shipped table (adapters/intervals.json) being exactly what the command generates
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bench import intervals
 
@@ -27,6 +28,7 @@ def test_coverage_holds_each_device_out_of_the_table_too() -> None:
     assert intervals.summary(intervals.coverage(_residuals({"a": 1.0, "b": 2.0, "c": 1.0}))) == {"matmul": 0.6667}
 
 
+@pytest.mark.slow  # every leave-one-device-out fold, recomputed
 def test_the_shipped_table_is_what_the_command_generates() -> None:
     """As `python -m bench.intervals --check`: regenerate from validation/ and compare byte for byte, the table and
     the LOO figures bench.report renders."""

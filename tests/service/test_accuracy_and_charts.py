@@ -16,6 +16,8 @@ from matplotlib.image import imread
 
 from tests.service.test_benchmarks import BW, VECTOR, elementwise, keys, p3, run_body, upload
 
+pytestmark = pytest.mark.databases  # storage: every test here runs on SQLite and PostgreSQL
+
 __all__ = ["keys"]
 
 PREDICTED = 2.5e-6 + p3(1e8 / VECTOR, 4e8 / BW)

@@ -27,6 +27,8 @@ from service.examples import BENCHMARK_RUN_EXAMPLES
 from service.orm import ApiKey, BenchmarkResult, BenchmarkRun, Calibration
 from tests.conftest import LiveServer, PostgresSchema, free_port, ridgeline_command
 
+pytestmark = pytest.mark.databases  # storage: every test here runs on SQLite and PostgreSQL
+
 A100 = "a100-sxm-80gb"
 # A vectorized streaming kernel's bandwidth: 2039e9 B/s × 0.90 combined with Little's law over one 16-byte load per
 # resident thread in flight (108 SMs × 2048 threads / 650 ns = 5.44 TB/s) as roofline._kernels.MEMORY_QUEUEING_NORM =

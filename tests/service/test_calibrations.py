@@ -16,6 +16,8 @@ from fastapi.testclient import TestClient
 
 from tests.service.test_benchmarks import bearer, elementwise, keys, run_body, upload
 
+pytestmark = pytest.mark.databases  # storage: every test here runs on SQLite and PostgreSQL
+
 __all__ = ["keys"]  # the fixture, used by name
 
 SIZES = np.unique(np.geomspace(1e5, 1e8, 60).astype(int)).tolist()

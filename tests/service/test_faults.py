@@ -34,6 +34,8 @@ from worker.client import RetryPolicy, RidgelineClient, dumps
 from worker.spool import Spool
 from worker.upload import DeliveryReport, flush
 
+pytestmark = pytest.mark.slow  # real servers SIGKILLed and databases restarted
+
 A100 = "a100-sxm-80gb"
 
 
@@ -450,6 +452,14 @@ def private_cluster() -> Iterator[PrivateCluster]:
         cluster.destroy()
 
 
+def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
 def test_postgresql_restarted_under_traffic(private_cluster: PrivateCluster, tmp_path: Path) -> None:
     """Readers and an uploader run against `ridgeline serve` while its PostgreSQL is stopped for ~3 s and started
     again. During the outage: 503 envelopes with Retry-After, answered fast (no 500, no hang). After it: 200 and 201
@@ -502,15 +512,25 @@ def test_postgresql_restarted_under_traffic(private_cluster: PrivateCluster, tmp
         threads.append(threading.Thread(target=uploader, daemon=True))
         for thread in threads:
             thread.start()
-        time.sleep(1.5)
+        # Conditions, not sleeps: each reader answered before the outage and an upload was stored; during it, each
+        # reader and the uploader met a 503 (and the outage lasted long enough for a read to begin 0.5 s before its
+        # end); after it, each reader answered 200 to a read begun 0.5 s after the database came back.
+        _wait_until(lambda: sum(r[2] == 200 for r in reads) >= 4 and len(uploads) >= 1, "traffic before the outage")
         private_cluster.stop()
         down_at = time.monotonic()
-        time.sleep(3.0)
+        _wait_until(
+            lambda: (
+                sum(r[2] == 503 and r[0] >= down_at for r in reads) >= 4
+                and any(r[2] == 503 and down_at <= r[0] <= time.monotonic() - 0.5 for r in reads)
+                and 503 in recorder.statuses
+            ),
+            "503s during the outage",
+        )
         up_at = time.monotonic()
         private_cluster.start()
         back_at = time.monotonic()
         threads[-1].join(timeout=60)
-        time.sleep(1.0)  # the readers see the database back
+        _wait_until(lambda: sum(r[2] == 200 and r[0] > back_at + 0.5 for r in reads) >= 4, "reads after the outage")
         stop.set()
         for thread in threads[:-1]:
             thread.join(timeout=30)

@@ -10,6 +10,8 @@ from fastapi.testclient import TestClient
 from hardware_db import load_yaml
 from hardware_db._loader import HARDWARE_DIR
 
+pytestmark = pytest.mark.databases  # storage: every test here runs on SQLite and PostgreSQL
+
 
 def user_profile(slug: str = "h100-5tbs") -> dict[str, Any]:
     doc = load_yaml(HARDWARE_DIR / "h100-sxm.yaml")

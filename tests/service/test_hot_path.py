@@ -30,6 +30,8 @@ from service.db import make_engine
 from service.examples import _HARDWARE, ESTIMATE_OP_EXAMPLES
 from tests.conftest import PostgresSchema, free_port
 
+pytestmark = pytest.mark.databases  # storage: every test here runs on SQLite and PostgreSQL
+
 
 def _read(reader: DigestReader, slug: str, table: str = "hardware_profiles") -> tuple[bool, str | None]:
     async def run() -> tuple[bool, str | None]:

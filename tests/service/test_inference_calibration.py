@@ -24,6 +24,8 @@ from fastapi.testclient import TestClient
 
 from tests.service.test_benchmarks import bearer, keys, run_body, upload
 
+pytestmark = pytest.mark.databases  # storage: every test here runs on SQLite and PostgreSQL
+
 __all__ = ["keys"]  # the fixture, used by name
 
 A100 = "a100-sxm-80gb"

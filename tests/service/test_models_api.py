@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from hardware_db import load_yaml
 from hardware_db._loader import MODELS_DIR
+
+pytestmark = pytest.mark.databases  # storage: every test here runs on SQLite and PostgreSQL
 
 
 def user_model(slug: str = "my-8b") -> dict[str, Any]:

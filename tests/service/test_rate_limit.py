@@ -29,6 +29,8 @@ from service.settings import Settings
 from tests.conftest import LiveServer, PostgresSchema, free_port, ridgeline_command
 from tests.service.test_benchmarks import bearer, elementwise, run_body
 
+pytestmark = pytest.mark.databases  # storage: every test here runs on SQLite and PostgreSQL
+
 
 class Clock:
     def __init__(self, now: float) -> None:

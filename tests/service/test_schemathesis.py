@@ -23,10 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-# Imported, not `pytest.importorskip`: the dev extra installs it, and a missing schemathesis must fail CI.
-import schemathesis
-
 from tests.conftest import LiveServer, free_port, ridgeline_command
+
+pytestmark = pytest.mark.slow  # every operation fuzzed through a live server: minutes
 
 # Per operation: the fuzzing phase generates up to this many cases (valid and invalid); the examples and coverage
 # phases add each schema's own examples and boundary values (just past a maximum, a missing field, a wrong type).
@@ -81,6 +80,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
 
 
 def test_every_operation(server: tuple[str, str, Path]) -> None:
+    # Imported here, not at the top (every test process collects this module, and it is slow to import); imported,
+    # not `pytest.importorskip`: the dev extra installs it, and a missing schemathesis must fail CI.
+    import schemathesis
+
     assert schemathesis.__version__.startswith("4."), schemathesis.__version__  # the flags below are 4.x's
     base_url, key, tmp = server
     command = [

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
 
 
+@pytest.mark.databases  # the health check queries each backend
 def test_healthz_checks_the_database_and_counts_the_catalogue(client: TestClient) -> None:
     body = client.get("/healthz").json()
     assert body["status"] == "ok" and body["database"] == "ok"

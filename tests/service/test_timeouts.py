@@ -26,6 +26,8 @@ from service.timeouts import Deadline, RequestTimedOut, TimeoutMiddleware, curre
 from tests.conftest import LiveServer, free_port, ridgeline_command
 from tests.service.test_benchmarks import bearer, run_body
 
+pytestmark = pytest.mark.databases  # storage: every test here runs on SQLite and PostgreSQL
+
 # --- the deadline's commit/timeout race ---------------------------------------------------------------------------
 
 

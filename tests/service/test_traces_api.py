@@ -31,6 +31,7 @@ def fields(response: Any, status: int = 422) -> list[str]:
     return [d["field"] for d in body["detail"]]
 
 
+@pytest.mark.databases  # storage
 def test_a_json_trace_is_stored_and_summarised(client: TestClient) -> None:
     r = client.post(PATH, json=CHAT)
     assert r.status_code == 201, r.text
@@ -46,6 +47,7 @@ def test_a_json_trace_is_stored_and_summarised(client: TestClient) -> None:
     assert got.status_code == 200 and got.json() == r.json()
 
 
+@pytest.mark.databases  # storage
 def test_the_same_requests_are_stored_once(client: TestClient) -> None:
     first = client.post(PATH, json=CHAT)
     assert first.status_code == 201
@@ -164,6 +166,7 @@ def test_other_media_types_are_a_415(client: TestClient) -> None:
     assert client.post(PATH, content=b"x").status_code == 415  # no content type at all
 
 
+@pytest.mark.databases  # storage
 def test_a_stored_trace_replays_as_the_same_requests_in_the_body(client: TestClient) -> None:
     trace = [
         {"arrival_s": 0.05 * i, "prompt_tokens": 200 + 37 * (i % 9), "output_tokens": 20 + 11 * (i % 5)}
@@ -196,6 +199,7 @@ def test_a_stored_trace_longer_than_the_models_context_is_refused_by_serving(cli
     assert fields(r) == ["body.load.trace_id"] and "8500 tokens" in r.json()["message"]
 
 
+@pytest.mark.databases  # storage
 def test_a_deleted_trace_is_gone(client: TestClient) -> None:
     trace_id = client.post(PATH, json=CHAT).json()["id"]
     assert client.delete(f"{PATH}/{trace_id}").status_code == 204
@@ -205,6 +209,7 @@ def test_a_deleted_trace_is_gone(client: TestClient) -> None:
     assert fields(client.get(f"{PATH}/not-a-trace")) == ["path.trace_id"]
 
 
+@pytest.mark.databases  # storage
 def test_every_upload_example_is_stored(client: TestClient) -> None:
     for media, examples in TRACE_UPLOAD_EXAMPLES.items():
         for name, example in examples.items():
@@ -214,6 +219,7 @@ def test_every_upload_example_is_stored(client: TestClient) -> None:
             TraceRead.model_validate(r.json())
 
 
+@pytest.mark.databases  # storage
 def test_racing_uploads_of_one_trace_store_it_once(client: TestClient) -> None:
     # Eight clients send the same file at once: the digest is the key, so one insert wins (201) and the others find
     # its row (200); nothing is stored twice and nobody gets an error.
