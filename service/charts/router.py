@@ -1,4 +1,4 @@
-"""HTTP routes for charts: the roofline of a hardware profile with its measured results."""
+"""HTTP routes for charts: the roofline of a hardware profile with its measured results, as SVG or PNG."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from schemas.benchmarks import TimingScope
 from schemas.common import Dtype
 from service.auth import AUTH_RESPONSES, ReaderDep
 from service.charts import service
+from service.charts.formats import ChartEndpoint, ImageFormat, chart_routes
 from service.deps import SessionDep
 from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
@@ -24,35 +25,18 @@ KindQuery = Annotated[str | None, Query(max_length=20, description="Only results
 ScopeQuery = Annotated[TimingScope | None, Query(description="Only results of runs with this timing scope.")]
 
 
-@router.get(
-    "/{hardware}.svg",
-    response_class=Response,
-    responses={200: {"content": {"image/svg+xml": {}}, "description": "The chart, SVG"}},
-)
-def roofline_svg(
-    session: SessionDep,
-    _reader: ReaderDep,
-    hardware: HardwarePath,
-    dtype: DtypeQuery = Dtype.bf16,
-    op_kind: KindQuery = None,
-    timing_scope: ScopeQuery = None,
-) -> Response:
-    """The roofline chart of a profile for a dtype, with measured results at their intensity and FLOP/s (SVG)."""
-    return Response(service.chart(session, hardware, dtype, op_kind, timing_scope, "svg"), media_type="image/svg+xml")
+@chart_routes(router, "GET", "/{hardware}")
+def roofline(fmt: ImageFormat) -> ChartEndpoint:
+    """The roofline chart of a profile for a dtype, with measured results at their intensity and FLOP/s."""
 
+    def draw(
+        session: SessionDep,
+        _reader: ReaderDep,
+        hardware: HardwarePath,
+        dtype: DtypeQuery = Dtype.bf16,
+        op_kind: KindQuery = None,
+        timing_scope: ScopeQuery = None,
+    ) -> Response:
+        return fmt.response(service.chart(session, hardware, dtype, op_kind, timing_scope, fmt.suffix))
 
-@router.get(
-    "/{hardware}.png",
-    response_class=Response,
-    responses={200: {"content": {"image/png": {}}, "description": "The chart, PNG"}},
-)
-def roofline_png(
-    session: SessionDep,
-    _reader: ReaderDep,
-    hardware: HardwarePath,
-    dtype: DtypeQuery = Dtype.bf16,
-    op_kind: KindQuery = None,
-    timing_scope: ScopeQuery = None,
-) -> Response:
-    """The roofline chart of a profile for a dtype, with measured results at their intensity and FLOP/s (PNG)."""
-    return Response(service.chart(session, hardware, dtype, op_kind, timing_scope, "png"), media_type="image/png")
+    return draw

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Response
 
 from schemas.plan import PlanRead, PlanRequest
+from service.charts.formats import ChartEndpoint, ImageFormat, chart_routes
 from service.deps import SessionDep
 from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
@@ -26,21 +27,11 @@ def plan(session: SessionDep, body: PlanBody) -> PlanRead:
     return service.plan(session, body)
 
 
-@router.post(
-    "/plan/frontier.svg",
-    response_class=Response,
-    responses={200: {"content": {"image/svg+xml": {}}, "description": "The chart, SVG"}},
-)
-def frontier_svg(session: SessionDep, body: PlanBody) -> Response:
-    """The plan's candidates, output tokens/s per device against per user, with the Pareto frontier (SVG)."""
-    return Response(service.chart(session, body, "svg"), media_type="image/svg+xml")
+@chart_routes(router, "POST", "/plan/frontier")
+def frontier(fmt: ImageFormat) -> ChartEndpoint:
+    """The plan's candidates, output tokens/s per device against per user, with the Pareto frontier."""
 
+    def draw(session: SessionDep, body: PlanBody) -> Response:
+        return fmt.response(service.chart(session, body, fmt.suffix))
 
-@router.post(
-    "/plan/frontier.png",
-    response_class=Response,
-    responses={200: {"content": {"image/png": {}}, "description": "The chart, PNG"}},
-)
-def frontier_png(session: SessionDep, body: PlanBody) -> Response:
-    """The plan's candidates, output tokens/s per device against per user, with the Pareto frontier (PNG)."""
-    return Response(service.chart(session, body, "png"), media_type="image/png")
+    return draw

@@ -1,0 +1,130 @@
+"""HTTP routes of a catalogue kind: list, get, create, merge-patch and delete, built once for hardware profiles
+(`service.hardware.router`) and model configs (`service.models.router`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Response
+from fastapi.openapi.models import Example
+
+from schemas.common import Page
+from service.auth import WriteSessionDep
+from service.catalogue import service
+from service.catalogue.service import C, CatalogueKind, E, R
+from service.deps import PagingDep, SessionDep
+from service.encoding import OrjsonRoute
+from service.errors import ERROR_RESPONSES
+
+# The unit of work of every catalogue write (create, merge-patch, delete; both kinds): a check on the writer's key
+# (its scope, the entry's owner) is added here, once.
+CatalogueWriteDep = WriteSessionDep
+
+_READ_ONLY: dict[int | str, dict[str, Any]] = {403: ERROR_RESPONSES[400] | {"description": "Built-in, read-only"}}
+
+
+def catalogue_router(
+    kind: CatalogueKind[C, R, E],
+    *,
+    collection: str,
+    item: str,
+    page: Any,
+    create: Any,
+    filters: Callable[..., dict[str, str | None]],
+    slug_description: str,
+    document: str,
+    patch_examples: dict[str, Example],
+    get_summary: str,
+    create_summary: str,
+    before_slug: Mapping[str, Callable[..., Any]] | None = None,
+) -> APIRouter:
+    """The routes of `kind` under `/v1/{collection}`, tagged `collection`.
+
+    The kind's own types are values: `page` its list's response model (`Page[HardwareRead]`), `create` the POST
+    body's annotation (`Annotated[HardwareCreate, Body(openapi_examples=...)]`); `filters` is a dependency whose query
+    parameters filter the list and which returns them as the catalogue's columns. `item` names the operations
+    (`list_{collection}`, `get_{item}`, …: the OpenAPI operation ids), `document` the merge patch's target ("profile").
+    `before_slug` maps paths to GET endpoints of this kind alone, matched before `/{slug}` would take the path for a
+    slug."""
+    router = APIRouter(
+        prefix=f"/v1/{collection}", tags=[collection], responses=ERROR_RESPONSES, route_class=OrjsonRoute
+    )
+    label = kind.label
+
+    def list_items(session: SessionDep, filter_by: dict[str, str | None], paging: PagingDep) -> Page[R]:
+        items, total = service.page(session, kind, filter_by, paging.limit, paging.offset)
+        return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)
+
+    def get_item(session: SessionDep, slug: str) -> R:
+        return service.get(session, kind, slug)
+
+    def create_item(session: CatalogueWriteDep, body: C) -> R:
+        return service.create(session, kind, body)
+
+    def update_item(session: CatalogueWriteDep, slug: str, patch: dict[str, Any]) -> R:
+        return service.update(session, kind, slug, patch)
+
+    def delete_item(session: CatalogueWriteDep, slug: str) -> Response:
+        service.delete(session, kind, slug)
+        return Response(status_code=204)
+
+    # FastAPI reads an endpoint's parameters, and so the OpenAPI document, from its annotations: these take the kind's
+    # own, which the `def`s above cannot name (their annotations are strings, looked up in this module).
+    slug = Annotated[str, Path(max_length=64, description=slug_description)]
+    list_items.__annotations__["filter_by"] = Annotated[dict[str, str | None], Depends(filters)]
+    get_item.__annotations__["slug"] = slug
+    create_item.__annotations__["body"] = create
+    update_item.__annotations__["slug"] = slug
+    update_item.__annotations__["patch"] = Annotated[
+        dict[str, Any],
+        Body(
+            description=f"A JSON Merge Patch (RFC 7396) of the {document}: objects merge, null removes a field.",
+            openapi_examples=patch_examples,
+        ),
+    ]
+    delete_item.__annotations__["slug"] = slug
+
+    # In the order the document lists them; `before_slug`'s paths come before `/{slug}`, which would take them.
+    router.add_api_route(
+        "",
+        list_items,
+        methods=["GET"],
+        name=f"list_{collection}",
+        response_model=page,
+        description=f"List {label}s, built-in and user-added.",
+    )
+    for path, endpoint in (before_slug or {}).items():
+        router.add_api_route(path, endpoint, methods=["GET"])
+    router.add_api_route(
+        "/{slug}", get_item, methods=["GET"], name=f"get_{item}", response_model=kind.read, description=get_summary
+    )
+    router.add_api_route(
+        "",
+        create_item,
+        methods=["POST"],
+        name=f"create_{item}",
+        response_model=kind.read,
+        status_code=201,
+        responses={409: ERROR_RESPONSES[400] | {"description": "Slug taken"}},
+        description=create_summary,
+    )
+    router.add_api_route(
+        "/{slug}",
+        update_item,
+        methods=["PATCH"],
+        name=f"update_{item}",
+        response_model=kind.read,
+        responses=_READ_ONLY,
+        description=f"Change a user-added {label}.",
+    )
+    router.add_api_route(
+        "/{slug}",
+        delete_item,
+        methods=["DELETE"],
+        name=f"delete_{item}",
+        status_code=204,
+        responses=_READ_ONLY,
+        description=f"Delete a user-added {label}.",
+    )
+    return router
