@@ -12,6 +12,7 @@ COPY roofline ./roofline
 COPY schemas ./schemas
 COPY adapters ./adapters
 COPY hardware_db ./hardware_db
+COPY measured ./measured
 COPY service ./service
 COPY migrations ./migrations
 COPY worker ./worker

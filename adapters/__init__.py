@@ -15,7 +15,8 @@ response field; the service answers them as a 422.
   (`plan_training`, `render_training_plan`);
 - request traces: files parsed and checked, encoded for storage (`parse_trace`, `trace_of`, `decode_trace`);
 - calibrations applied to core estimates before they are rendered (`Fitted`, `correct`, `calibrate_points`,
-  `RunCorrector`).
+  `RunCorrector`), and fitted on measured results with their held-out errors (`calibration_groups`,
+  `fit_calibration`, `error_stats`).
 """
 
 from adapters._batch import (
@@ -49,6 +50,7 @@ from adapters._calibration import (
     template_of,
     variant_codes,
 )
+from adapters._calibration_fit import CalibrationFit, calibration_groups, error_stats, fit_calibration
 from adapters._collectives import (
     describe_topology,
     device_topology,
@@ -94,6 +96,7 @@ __all__ = [
     "TRACE_FILE_TYPES",
     "UNCALIBRATED",
     "Batch",
+    "CalibrationFit",
     "CalibrationUse",
     "Chosen",
     "CollectiveGroup",
@@ -112,6 +115,7 @@ __all__ = [
     "calibrate_points",
     "calibrated",
     "calibration_band",
+    "calibration_groups",
     "check_sweep",
     "correct",
     "covering",
@@ -120,6 +124,7 @@ __all__ = [
     "describe_sized",
     "describe_topology",
     "device_topology",
+    "error_stats",
     "estimate_collective",
     "estimate_runs",
     "estimate_serving",
@@ -127,6 +132,7 @@ __all__ = [
     "evaluate",
     "evaluate_ops",
     "fabric",
+    "fit_calibration",
     "group_of",
     "inference_run",
     "inference_system",

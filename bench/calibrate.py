@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from bench.estimate_sweep import free_port, ridgeline_command, wait_healthy
-from service.benchmarks import datasets, importer
+from measured import datasets, importer
 
 HARDWARE = "a100-sxm-80gb"
 

@@ -32,10 +32,7 @@ import numpy as np
 from adapters import interval_family, interval_table, predict_measured
 from bench import intervals, validate
 from hardware_db import load_hardware
-from roofline.intervals import regime
-from schemas.benchmarks import BenchmarkResultCreate, TimingScope
-from schemas.ops import Matmul
-from service.benchmarks.datasets import (
+from measured.datasets import (
     Group,
     Part,
     aiconfigurator_attention,
@@ -43,6 +40,9 @@ from service.benchmarks.datasets import (
     col,
     dict_rows,
 )
+from roofline.intervals import regime
+from schemas.benchmarks import BenchmarkResultCreate, TimingScope
+from schemas.ops import Matmul
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "bench" / "heldout"

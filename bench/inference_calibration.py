@@ -1,7 +1,7 @@
 """A calibration fitted on LLMCompass's op-level A100 tables, for `bench.validate_inference --calibrated`.
 
 The same path an upload and `POST /v1/calibrations` take, without a database: the tables are parsed by the importer
-(`service.benchmarks.importer.parse`, formats `llmcompass` and `llmcompass-allreduce`), predicted by the service's
+(`measured.importer.parse`, formats `llmcompass` and `llmcompass-allreduce`), predicted by the service's
 own batch evaluator (`adapters.predict`) on the catalogue profile in the data's timing scope, described by
 `adapters.describe` and fitted per op family and dtype by `roofline.calibration.fit` on every row (nothing held out:
 the layer being validated is a different measurement). The result is an unsaved calibration, applied to the inference
@@ -18,9 +18,9 @@ from pydantic import TypeAdapter
 
 import adapters
 from hardware_db import load_hardware
+from measured.importer import parse
 from roofline.calibration import fit
 from schemas.benchmarks import ResultOp
-from service.benchmarks.importer import parse
 
 TABLES = (
     ("llmcompass", "matmul_A100.csv"),

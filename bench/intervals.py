@@ -29,8 +29,8 @@ import numpy as np
 
 import roofline
 from bench import loo, validate, validate_collectives
+from measured.datasets import DATA_DIR, MissingData, data_dir
 from roofline.intervals import ANY, COLLECTIVE, QUANTILES, Band, IntervalTable, band_of, collective_regime, regime
-from service.benchmarks.datasets import DATA_DIR, MissingData, data_dir
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = REPO / "adapters" / "intervals.json"

@@ -26,9 +26,9 @@ import numpy as np
 import roofline
 from adapters import to_core
 from hardware_db import load_hardware
+from measured.datasets import Group, tables, vidur_table
 from schemas.estimates import EstimateContext, Options
 from schemas.hardware import HardwareCreate
-from service.benchmarks.datasets import Group, tables, vidur_table
 
 A40 = "a40"
 # NVIDIA A40 datasheet (GA102: 10 752 CUDA cores = 84 SMs × 128); CUDA C++ Programming Guide, compute capability 8.6:

@@ -34,7 +34,7 @@ import numpy as np
 
 import roofline
 from bench.validate_collectives import DATA_DIR, FILES, Machines, _a100, _csv, data_dir
-from service.benchmarks.datasets import MissingData
+from measured.datasets import MissingData
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 BASE_LAT_US = {"LL": 6.6, "LL128": 14.0, "Simple": 8.4}  # tuning.cc baseLatencies, Ring

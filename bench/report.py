@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import intervals, validate, validate_collectives, validate_inference, validate_serving, validate_training
-from service.benchmarks.datasets import DATA_DIR, MissingData
+from measured.datasets import DATA_DIR, MissingData
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "validation.md"

@@ -54,8 +54,7 @@ import roofline
 from adapters import evaluate
 from bench import loo
 from hardware_db import load_hardware
-from schemas.hardware import HardwareCreate
-from service.benchmarks.datasets import (  # the parsers, shared with `ridgeline benchmarks import`
+from measured.datasets import (  # the parsers, shared with `ridgeline benchmarks import`
     DATA_DIR,
     Group,
     MissingData,
@@ -66,6 +65,7 @@ from service.benchmarks.datasets import (  # the parsers, shared with `ridgeline
     vidur,
     xla,
 )
+from schemas.hardware import HardwareCreate
 
 HARDWARE = "a100-sxm-80gb"
 

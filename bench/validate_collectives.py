@@ -78,8 +78,8 @@ import roofline
 from adapters import device_topology
 from adapters import memory_bytes_per_s as service_memory_bytes_per_s
 from hardware_db import load_hardware
+from measured.datasets import DATA_DIR, MissingData, open_text, resolve
 from schemas.hardware import HardwareCreate
-from service.benchmarks.datasets import DATA_DIR, MissingData, open_text, resolve
 
 HARDWARE = "a100-sxm-80gb"
 HARDWARE_PCIE = "a100-pcie-80gb"  # vidur's pairwise-NVLink machines (A100 PCIe cards)

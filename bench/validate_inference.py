@@ -37,8 +37,8 @@ import roofline
 from adapters import to_core, topologies, transformer
 from bench.validate import SCOPES
 from hardware_db import load_hardware, load_models
+from measured.datasets import MissingData, data_dir, open_text
 from schemas.estimates import EstimateContext, Options
-from service.benchmarks.datasets import MissingData, data_dir, open_text
 
 HARDWARE = "a100-sxm-80gb"
 MODEL = "gpt3-175b"

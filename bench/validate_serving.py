@@ -34,9 +34,9 @@ import numpy as np
 import adapters
 import roofline
 from hardware_db import load_hardware, load_models
+from measured.datasets import data_dir, open_text, resolve
 from roofline.serving import EngineSpec, Requests, Scheduler
 from schemas.estimates import EstimateContext
-from service.benchmarks.datasets import data_dir, open_text, resolve
 
 SILICON = "aiconfigurator-serving/silicon_sample.csv"
 OVERVIEW = "trtllm-perf-overview/max_throughput.csv"

@@ -36,8 +36,8 @@ import roofline
 from adapters import interval_table, to_core
 from bench.validate_collectives import Machines
 from hardware_db import load_hardware
+from measured.datasets import MissingData, data_dir, open_text, resolve
 from schemas.estimates import EstimateContext
-from service.benchmarks.datasets import MissingData, data_dir, open_text, resolve
 
 HARDWARE = "a100-sxm-80gb"
 FILE = "training/megatron_2205.05198.csv"

@@ -5,7 +5,7 @@ arrive in ../shared/validation first; run this to carry them, then write or upda
 validation/<source>/ (licence, commit, attribution, columns) and commit both.
 
 Tables over GZIP_OVER bytes are stored gzip-compressed (`name.csv.gz`, mtime 0 so the bytes are reproducible);
-readers open `name.csv` or `name.csv.gz` alike (`service.benchmarks.datasets.open_table`).
+readers open `name.csv` or `name.csv.gz` alike (`measured.datasets.open_table`).
 
     python scripts/sync_validation.py            # copy what is new or changed, print what it did
     python scripts/sync_validation.py --check    # exit 1 if the copy is behind ../shared/validation

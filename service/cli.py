@@ -158,8 +158,8 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
 
     import httpx
 
+    from measured import importer
     from schemas.benchmarks import TimingScope
-    from service.benchmarks import importer
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per batch is ours to print
     path = Path(args.file)
@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def importer_formats() -> tuple[str, ...]:
-    from service.benchmarks.importer import FORMATS
+    from measured.importer import FORMATS
 
     return FORMATS
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO
 
-PACKAGES = ("roofline", "schemas", "adapters", "hardware_db", "service", "worker", "migrations", "bench")
+PACKAGES = ("roofline", "schemas", "adapters", "hardware_db", "measured", "service", "worker", "migrations", "bench")
 
 
 def _strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:

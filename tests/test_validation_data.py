@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from service.benchmarks import datasets
+from measured import datasets
 
 REPO = Path(__file__).resolve().parents[1]
 CODE = ("roofline", "schemas", "hardware_db", "service", "worker", "bench", "tests", "scripts", "migrations")

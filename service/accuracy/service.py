@@ -7,8 +7,8 @@ import math
 import numpy as np
 from sqlalchemy.orm import Session
 
+import adapters
 from schemas.calibrations import AccuracyCase, AccuracyGroup, AccuracyRead
-from service.calibrations.service import error_stats
 from service.results.repository import ResultColumns, ResultRepository, RunFilters
 
 MATRIX_FAMILIES = frozenset({"matmul", "attention"})  # sized by FLOPs; the rest by bytes moved
@@ -65,15 +65,15 @@ def report(session: Session, filters: RunFilters, worst: int) -> AccuracyRead:
                 family=family,
                 dtype=dtype,
                 size=size,
-                raw=error_stats(raw[idx], measured[idx]),
-                calibrated=error_stats(calibrated[idx], measured[idx]),
+                raw=adapters.error_stats(raw[idx], measured[idx]),
+                calibrated=adapters.error_stats(calibrated[idx], measured[idx]),
                 worst=_cases(data, indices, signed, worst),
             )
         )
     return AccuracyRead(
         results=len(measured),
-        raw=error_stats(raw, measured),
-        calibrated=error_stats(calibrated, measured),
+        raw=adapters.error_stats(raw, measured),
+        calibrated=adapters.error_stats(calibrated, measured),
         groups=out,
         worst=_cases(data, list(range(len(measured))), signed, max(worst, 10)),
     )

@@ -1,5 +1,6 @@
-"""Rules for calibrations: fit per op family and dtype on a random part of the results, measure on the rest, store
-versioned, and stamp every stored result of the hardware with its calibrated prediction."""
+"""Rules for calibrations: which stored results a calibration is fitted on (the fit itself, per op family and dtype on
+a random part of them and measured on the rest, is `adapters.fit_calibration`), stored versioned, and every stored
+result of the hardware stamped with its calibrated prediction."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
 
 import adapters
-from roofline.calibration import apply, fit
 from schemas.benchmarks import ResultOp
 from schemas.calibrations import CalibrationCreate, CalibrationGroup, CalibrationRead, ErrorStats
 from schemas.common import ErrorDetail
@@ -24,21 +24,6 @@ from service.orm import Calibration, utcnow
 from service.results.repository import ResultColumns, ResultRepository, RunFilters
 
 _OPS: TypeAdapter[list[ResultOp]] = TypeAdapter(list[ResultOp])
-
-
-def error_stats(predicted: NDArray[np.float64], measured: NDArray[np.float64]) -> ErrorStats:
-    """Median and p90 of |predicted / measured − 1| and the median signed error, over the finite pairs."""
-    ok = np.isfinite(predicted) & np.isfinite(measured) & (measured > 0)
-    if not np.any(ok):
-        return ErrorStats(count=0, median_ape=None, p90_ape=None, bias=None)
-    signed = predicted[ok] / measured[ok] - 1
-    ape = np.abs(signed)
-    return ErrorStats(
-        count=int(ok.sum()),
-        median_ape=float(np.median(ape)),
-        p90_ape=float(np.percentile(ape, 90)),
-        bias=float(np.median(signed)),
-    )
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -93,82 +78,36 @@ def create(session: Session, body: CalibrationCreate) -> CalibrationRead:
     families = sorted(set(body.op_families)) if body.op_families else None
     data = ResultRepository(session).columns(_filters(body), families)
     measured, physical, work = _arrays(data)
-    usable = (work > 0) & (measured > 0)
-    by_group: dict[str, list[int]] = {}
-    for i, doc in enumerate(data.op):
-        if usable[i] and doc["kind"] not in adapters.UNCALIBRATED:
-            by_group.setdefault(adapters.group_of(doc), []).append(i)
+    by_group = adapters.calibration_groups(data.op, measured, work)
     if not by_group:
         raise Unprocessable(
             f"No predicted results to calibrate on for {body.hardware!r} with these filters"
             + (f" and op families {', '.join(families)}" if families else "")
             + "; upload some with POST /v1/benchmarks."
         )
-
-    rng = np.random.default_rng(body.seed)
-    model: dict[str, Any] = {"groups": {}}
-    groups: list[CalibrationGroup] = []
-    held_pred: list[NDArray[np.float64]] = []
-    held_raw: list[NDArray[np.float64]] = []
-    held_meas: list[NDArray[np.float64]] = []
-    train_ids: dict[int, int] = {}  # result id → its index among its group's training points
-    for name, indices in sorted(by_group.items()):
-        idx = np.asarray(indices)
-        order = rng.permutation(len(idx))
-        n_hold = round(len(idx) * body.holdout_fraction)
-        train, hold = np.sort(idx[order[n_hold:]]), np.sort(idx[order[:n_hold]])
-        keys, features, names = adapters.describe([data.op[i] for i in idx])
-        known = sorted(set(keys))
-        codes = adapters.variant_codes(keys, known)
-        position = {int(i): p for p, i in enumerate(idx)}
-        tp = np.array([position[int(i)] for i in train], dtype=np.int64)
-        correction = fit(features[tp], work[train], measured[train], codes[tp], seed=body.seed)
-        if correction is None:
-            continue
-        train_ids.update({data.id[int(i)]: k for k, i in enumerate(train)})
-        hp = np.array([position[int(i)] for i in hold], dtype=np.int64)
-        calibrated, how = apply(correction, features[hp], work[hold], physical[hold], codes[hp])
-        held_pred.append(calibrated)
-        held_raw.append(physical[hold])
-        held_meas.append(measured[hold])
-        family, dtype = name.split("/", 1)
-        model["groups"][name] = {"correction": correction.to_json(), "variants": known, "features": names}
-        groups.append(
-            CalibrationGroup(
-                family=family,
-                dtype=dtype,
-                train=len(train),
-                holdout=len(hold),
-                before=error_stats(physical[hold], measured[hold]),
-                after=error_stats(calibrated, measured[hold]),
-                methods={label: int(np.count_nonzero(how == m)) for m, label in adapters.METHODS.items()},
-                launch_s=correction.launch_s,
-                floor_s=correction.floor_s,
-                utilisation=list(correction.coef),
-                centre=correction.center,
-                work_range_s=[10 ** correction.work_range[0], 10 ** correction.work_range[1]],
-            )
-        )
-    if not groups:
+    result = adapters.fit_calibration(
+        by_group, data.op, measured, physical, work, seed=body.seed, holdout_fraction=body.holdout_fraction
+    )
+    if result is None:
         raise Unprocessable(
             "Too few results to fit anything (at least 8 per op family and dtype in the training part)."
         )
     summary = {
-        "groups": [g.model_dump(mode="json") for g in groups],
-        "before": error_stats(np.concatenate(held_raw), np.concatenate(held_meas)).model_dump(),
-        "after": error_stats(np.concatenate(held_pred), np.concatenate(held_meas)).model_dump(),
+        "groups": [g.model_dump(mode="json") for g in result.groups],
+        "before": result.before.model_dump(),
+        "after": result.after.model_dump(),
     }
     row = Calibration(
         hardware=body.hardware,
         version=repo.next_version(body.hardware),
-        op_families=sorted({adapters.op_kind(g.family) for g in groups}),
+        op_families=sorted({adapters.op_kind(g.family) for g in result.groups}),
         request=body.model_dump(mode="json"),
         summary=summary,
-        model=model,
+        model=result.model,
         created_at=utcnow(),
     )
     repo.add(row)
-    _stamp(session, row, train_ids)
+    _stamp(session, row, {data.id[i]: k for i, k in result.trained.items()})
     return to_read(row)
 
 

@@ -13,8 +13,8 @@ import pytest
 import roofline
 from bench import loo, validate
 from hardware_db import load_hardware
+from measured.datasets import Group, Part
 from schemas.ops import Matmul
-from service.benchmarks.datasets import Group, Part
 
 
 def _facts() -> loo.Facts:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench import validate
-from service.benchmarks.datasets import data_dir, xla
+from measured.datasets import data_dir, xla
 
 FAMILIES = {
     "aiconfigurator": {"gemm", "attention-context", "attention-generation"},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 
 from bench import validate_serving as vs
-from service.benchmarks.datasets import data_dir, open_text, resolve
+from measured.datasets import data_dir, open_text, resolve
 
 
 def test_every_silicon_row_is_simulated_or_listed() -> None:

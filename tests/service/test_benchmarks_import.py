@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service.benchmarks import datasets, importer
+from measured import datasets, importer
 from tests.conftest import LiveServer, ridgeline_command
 
 VALIDATION = datasets.DATA_DIR

@@ -32,7 +32,7 @@ from schemas.ops import (
     Softmax,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO / "validation"
 
 

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from measured import datasets
 from schemas.benchmarks import MAX_RESULTS, CollectiveKind, TimingScope
-from service.benchmarks import datasets
 
 FORMATS = (
     "nccl-tests", "aiconfigurator-gemm", "aiconfigurator-attention", "aiconfigurator-nccl", "vidur", "vidur-network",
