@@ -778,3 +778,17 @@ def test_a_doc_whose_figure_differs_fails(client: TestClient, tmp_path: Path) ->
     (changed,) = [e for e in read_examples("README.md", "".join(lines))[0] if e.line == example.line]
     (problem,) = run(changed, session)
     assert problem.startswith(f"README.md:{example.line}: {key}: shown {doctored}, answered ")
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_every_operation_is_in_the_api_docs_table_of_groups(client: TestClient) -> None:
+    """docs/api.md's table of groups names every path of the OpenAPI document (a path it names covers the paths
+    below it: `/v1/hardware` covers `/v1/hardware/{slug}`; `.svg` / `.png` are one chart)."""
+    table = (REPO / "docs" / "api.md").read_text().split("| Group |", 1)[1].split("\n\n", 1)[0]
+
+    def norm(path: str) -> str:
+        return re.sub(r"\.(svg|png)$", "", re.sub(r"\{[^}]*\}", "{}", path))
+
+    named = [norm(p) for p in re.findall(r"(/(?:v1/|healthz|metrics)[\w/{}.-]*)", table)]
+    paths = client.get("/openapi.json").json()["paths"]
+    assert [p for p in paths if not any(norm(p) == n or norm(p).startswith(n + "/") for n in named)] == []
