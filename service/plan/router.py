@@ -14,7 +14,7 @@ from service.errors import ERROR_RESPONSES
 from service.examples import PLAN_EXAMPLES
 from service.plan import service
 
-router = APIRouter(prefix="/v1", tags=["inference"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
+router = APIRouter(prefix="/v1", tags=["plan"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 PlanBody = Annotated[PlanRequest, Body(openapi_examples=PLAN_EXAMPLES)]
 
 

@@ -42,6 +42,15 @@ def rejected(response: Any) -> list[str]:
     return [d["field"] for d in body["detail"]]
 
 
+def test_the_planner_is_a_group_of_its_own_in_swagger(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    operations = [
+        op for path in ("/v1/plan", "/v1/plan/frontier.svg", "/v1/plan/frontier.png") for op in paths[path].values()
+    ]
+    # Not under "inference": a plan runs the serving simulator, not one static batch.
+    assert {tuple(op["tags"]) for op in operations} == {("plan",)}
+
+
 @pytest.mark.parametrize("name", list(PLAN_EXAMPLES))
 def test_every_swagger_example_answers(client: TestClient, name: str) -> None:
     result = plan(client, PLAN_EXAMPLES[name]["value"])
