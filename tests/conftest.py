@@ -50,6 +50,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     SQLite. Session-scoped, so that every test of one backend shares its migrated database."""
     if "database_url" not in metafunc.fixturenames:
         return
+    for mark in metafunc.definition.iter_markers("parametrize"):  # a test that names its backends keeps them
+        if "database_url" in (mark.args[0] if isinstance(mark.args[0], (list, tuple)) else mark.args[0].split(",")):
+            return
     both = metafunc.definition.get_closest_marker("databases") and metafunc.config.getoption("databases") == "all"
     metafunc.parametrize("database_url", BACKENDS if both else ["sqlite"], indirect=True, scope="session")
 

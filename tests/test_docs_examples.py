@@ -683,7 +683,6 @@ def test_every_example_is_read_and_every_exclusion_is_still_there() -> None:
     assert [_name(p) for p in WITH_EXAMPLES] == [doc for doc, n in found.items() if n], found
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("path", WITH_EXAMPLES, ids=_name)
 def test_every_example_answers_as_its_doc_shows(client: TestClient, path: Path, tmp_path: Path) -> None:
     examples, _ = read_examples(_name(path), path.read_text())
@@ -758,7 +757,6 @@ def test_a_curl_outside_a_bash_block_fails(source: str) -> None:
         read_examples("new.md", source)
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_doc_whose_figure_differs_fails(client: TestClient, tmp_path: Path) -> None:
     """README.md's first example that shows a figure, doctored by one in its last digit: exactly that figure fails."""
     source = (REPO / "README.md").read_text()
@@ -783,7 +781,6 @@ def test_a_doc_whose_figure_differs_fails(client: TestClient, tmp_path: Path) ->
     assert problem.startswith(f"README.md:{example.line}: {key}: shown {doctored}, answered ")
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_every_operation_is_in_the_api_docs_table_of_groups(settings: Settings) -> None:
     """docs/api.md's table of groups names every path of the OpenAPI document (a path it names covers the paths below
     it: `/v1/hardware` covers `/v1/hardware/{slug}`; `.svg` / `.png` are one chart)."""
