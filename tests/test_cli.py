@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ridgeline_command
+
+pytestmark = pytest.mark.slow  # the CLI in subprocesses
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

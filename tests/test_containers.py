@@ -16,6 +16,8 @@ import yaml
 
 from tests.conftest import REPO, LiveServer, PostgresSchema, free_port
 
+pytestmark = pytest.mark.slow  # the containers' commands, run as processes
+
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, object]:

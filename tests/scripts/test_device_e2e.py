@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import free_port
+
+pytestmark = pytest.mark.slow  # the worker loop end to end, with a live server
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "device_e2e.sh"
 

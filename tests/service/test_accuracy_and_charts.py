@@ -56,6 +56,7 @@ def test_roofline_png_and_svg(client: TestClient, keys: dict[str, str]) -> None:
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "query.dtype"
 
 
+@pytest.mark.slow  # headless Chromium
 @pytest.mark.browser
 def test_svg_chart_renders_in_a_browser(client: TestClient, keys: dict[str, str], tmp_path: Path) -> None:
     """Headless Chromium draws the SVG: the matrix roof's red and the vector roof's blue are on the screenshot."""

@@ -415,6 +415,7 @@ def test_resolve_unknown_device_is_404(client: TestClient) -> None:
 # --- concurrency ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # live servers
 def test_concurrent_uploads_and_retries_store_each_result_once(tmp_path: Path) -> None:
     """20 clients upload at once against `ridgeline serve` on PostgreSQL; 8 of the uploads are sent three times
     each, at the same moment, with the same Idempotency-Key. Every result must be stored exactly once."""

@@ -11,6 +11,8 @@ import pytest
 from measured import datasets, importer
 from tests.conftest import LiveServer, ridgeline_command
 
+pytestmark = pytest.mark.slow  # the CLI against a live server
+
 VALIDATION = datasets.DATA_DIR
 
 NCCL_LOG = """# nThread 1 nGpus 8 minBytes 8 maxBytes 1048576 step: 1024(factor) warmup iters: 5 iters: 20 agg iters: 1

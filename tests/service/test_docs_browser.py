@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import LiveServer
 
+pytestmark = pytest.mark.slow  # headless Chromium
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 

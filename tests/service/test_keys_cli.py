@@ -6,11 +6,14 @@ import hashlib
 import subprocess
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from service.db import make_engine
 from service.orm import ApiKey
 from tests.conftest import ridgeline_command
+
+pytestmark = pytest.mark.slow  # the CLI in subprocesses
 
 
 def _run(*args: str, url: str) -> subprocess.CompletedProcess[str]:

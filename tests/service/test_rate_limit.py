@@ -176,6 +176,7 @@ def test_retry_after_formula() -> None:
     assert ratelimit.retry_after_s(10, 0, 10, 1, 0.5, 60) == pytest.approx(36.0)
 
 
+@pytest.mark.slow  # two live servers
 def test_two_server_processes_on_postgresql_share_the_count(tmp_path: Path) -> None:
     """`ridgeline serve` twice on one PostgreSQL, 3 uploads per hour per key: the 4th is refused by either."""
     schema = PostgresSchema()

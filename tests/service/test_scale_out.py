@@ -25,6 +25,8 @@ from service.examples import _HARDWARE
 from service.settings import Settings
 from tests.conftest import REPO, LiveServer, PostgresSchema, free_port, ridgeline_command
 
+pytestmark = pytest.mark.slow  # several live servers
+
 SCALE = "scale"
 
 

@@ -246,6 +246,7 @@ def test_a_timed_out_upload_stores_nothing_and_its_retry_stores_it_once(
             assert session.scalar(select(func.count()).select_from(BenchmarkResult)) == 10_000
 
 
+@pytest.mark.slow  # a live server
 def test_a_live_server_times_out_an_upload_and_stores_nothing(tmp_path: Path) -> None:
     """`ridgeline serve` with a 0.2 s upload limit: a 10 000-result upload is a 503 `timeout`; the request's thread
     finishes afterwards (the server logs it) and nothing is in the database; the server keeps serving."""

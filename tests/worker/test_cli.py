@@ -56,6 +56,7 @@ def test_a_batch_must_fit_one_upload(tmp_path: Path, size: str) -> None:
     assert main(["run", "--batch-size", size, "--spool-dir", str(tmp_path)]) == 2
 
 
+@pytest.mark.slow  # runs the worker's suites
 def test_without_a_server_results_wait_in_the_spool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "results.jsonl"
     status = main(["run", "--quick", "--suite", "ceilings", "--spool-dir", str(tmp_path / "spool"),
@@ -93,6 +94,7 @@ def test_suites_lists_every_suite(capsys: pytest.CaptureFixture[str]) -> None:
     ]
 
 
+@pytest.mark.slow  # runs the worker's suites
 def test_a_sigterm_rewrapped_by_c_code_still_stops_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

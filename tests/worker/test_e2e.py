@@ -35,6 +35,8 @@ from tests.conftest import LiveServer, PostgresSchema, free_port, ridgeline_comm
 from worker.device import host_name
 from worker.hostprofile import host_slug
 
+pytestmark = pytest.mark.slow  # a live server and the worker's processes, killed and restarted
+
 CPU_SUITES = "ceilings,matmul,elementwise,c_relu_ab,norms,attention,collectives,train"
 
 

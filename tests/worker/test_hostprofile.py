@@ -134,6 +134,7 @@ def test_a_replacement_patch_removes_what_the_new_profile_lacks() -> None:
     assert replacement_patch(old, new) == {"a": None, "b": {"c": 5, "d": None}, "e": [3]}
 
 
+@pytest.mark.slow  # a live server
 def test_publish_creates_then_replaces_one_profile(live_server: LiveServer) -> None:
     first = build_profile(ceilings(), HOST)
     with RidgelineClient(live_server.url, retry=None) as client:

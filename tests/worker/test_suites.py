@@ -193,6 +193,7 @@ def test_an_unknown_suite_is_refused() -> None:
         plan(["matmul", "nope"], Target(CPU))
 
 
+@pytest.mark.slow  # JAX compiles and times each suite on the CPU
 def test_inputs_rotate_past_the_cache_with_random_data() -> None:
     import jax.numpy as jnp
     import numpy as np
@@ -216,6 +217,7 @@ def test_jax_devices_here_are_eight_virtual_cpus() -> None:
 CPU_SUITES = ["ceilings", "matmul", "elementwise", "c_relu_ab", "norms", "attention", "collectives", "train"]
 
 
+@pytest.mark.slow  # JAX compiles and times each suite on the CPU
 @pytest.mark.parametrize("suite", CPU_SUITES)
 def test_cpu_suites_run_and_give_sane_timings(suite: str) -> None:
     target = Target(CPU, "quick", 8)
