@@ -10,7 +10,7 @@ import numpy as np
 from roofline import _num
 from roofline._estimate import Num
 from roofline._hardware import Hardware
-from roofline.ops._matmul import PARTIAL_BYTES, SPLIT_K
+from roofline.ops._tile_search import PARTIAL_BYTES, SPLIT_K
 
 # MMA instructions work on 16-row fragments (mma.m16n8k16 on Ampere and Hopper tensor cores): a tile never has fewer.
 MMA_ROWS = 16
