@@ -9,7 +9,8 @@ from roofline import _num
 from roofline._estimate import Num
 from roofline._hardware import Hardware, dtype_bytes
 from roofline._kernels import Kernel
-from roofline.ops._flash import (
+from roofline.ops._flash import FlashShape, FlashTile, FlashWaits, flash_tiles
+from roofline.ops._flash_kernels import (
     FA2_KV_ROUND_TRIPS,
     FA2_SPLIT_ROWS,
     MMA_SYNC_PEAK_FRACTION,
@@ -17,7 +18,6 @@ from roofline.ops._flash import (
     fa2_split_keys,
     fa2_splits,
     fa2_tile,
-    flash_tiles,
     hopper_prefill_tile,
 )
 
@@ -210,9 +210,9 @@ def attention(
         first_kv_s_per_byte = _num.where(warm, l2_s_per_byte, first_kv_s_per_byte)
         io_s_per_byte = _num.where(warm, l2_s_per_byte, hbm_s_per_byte)
     tiles = flash_tiles(
-        hw, (b, tile_h, _num.where(per_head, h, kvh), d, tile_q, kv), br, tile_causal, peak, s, dtype,
-        first_kv_s_per_byte, window, io_s_per_byte, kv_block, specialised, splits,
-        FA2_KV_ROUND_TRIPS if fa2 else None,
+        hw, FlashShape(b, tile_h, _num.where(per_head, h, kvh), d, tile_q, kv),
+        FlashTile(br, kv_block, tile_causal, window, specialised), peak, s,
+        FlashWaits(first_kv_s_per_byte, io_s_per_byte, FA2_KV_ROUND_TRIPS if fa2 else None), splits,
     )  # fmt: skip
     kernel.matrix_s = tiles.pop("seconds")
     # Split keys: the partial outputs are combined by a second kernel (FlashDecoding), or inside the same one (XQA).
