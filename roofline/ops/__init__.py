@@ -10,7 +10,7 @@ Every function takes sizes as numbers or numpy arrays that broadcast together an
 from roofline.ops._alu import FUNCTIONS, alu_cost
 from roofline.ops._attention import DECODE_MAX_PACKED_GROUP, attention, causal_pairs
 from roofline.ops._flash import PAGED_KV_ROUND_TRIPS, XQA_KV_ROUND_TRIPS
-from roofline.ops._matmul import EPILOGUES, K_STEP, MISALIGNED_EFFICIENCY, SPLIT_K, matmul
+from roofline.ops._matmul import EPILOGUES, MISALIGNED_EFFICIENCY, matmul
 from roofline.ops._memory_bound import (
     ACTIVATIONS,
     LAYERNORM_BLOCK_THREADS,
@@ -27,6 +27,7 @@ from roofline.ops._memory_bound import (
 from roofline.ops._moe import ROUTINGS, moe, rank_load
 from roofline.ops._precision import PRECISIONS, matmul_algorithm, matmul_rate
 from roofline.ops._quantize import BLOCK_SCALED_FP4_K_TILE, FIXED_TILES, QUANTIZATIONS, Quantization
+from roofline.ops._tile_search import K_STEP, SPLIT_K
 
 __all__ = [
     "ACTIVATIONS",

@@ -4,13 +4,16 @@ TensorRT-LLM's XQA decode kernel's own split and in-kernel merge."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from roofline import _num
 from roofline._estimate import Num
 from roofline._hardware import Hardware
-from roofline.ops._matmul import PARTIAL_BYTES, SPLIT_K
+from roofline._num import Bool
+from roofline.ops._tile_search import PARTIAL_BYTES, SPLIT_K
 
 # MMA instructions work on 16-row fragments (mma.m16n8k16 on Ampere and Hopper tensor cores): a tile never has fewer.
 MMA_ROWS = 16
@@ -60,117 +63,79 @@ PAGED_KV_ROUND_TRIPS = 2.0
 # series, as decode tiles do (docs/decisions/0035).
 CONTEXT_KV_ROUND_TRIPS = XQA_KV_ROUND_TRIPS
 
-# Hopper's prefill kernels are warp-specialised and persistent: FlashAttention-3 (Shah et al. 2024, §3.1-3.2) and
-# FlashInfer 0.7.4's port of it (include/flashinfer/attention/hopper/). A producer warp loads Q, K and V by TMA into
-# two stages (prefill_sm90.cuh: NUM_STAGES_ = 2) while one or two consumer warpgroups run the asynchronous wgmma
-# products; a consumer issues the next block's Q·Kᵀ and this block's P·V before it computes the softmax
-# (mainloop_mma.cuh: two gemm(..., wg_wait = -1), then attention_updater.update) and the warpgroups take turns
-# (WarpScheduler::barrier_sync / barrier_arrive), so the softmax runs behind the products. A batch prefill runs a
-# persistent grid (tile_scheduler.cuh: BatchPrefillPersistentTileScheduler). Their tiles, CTA_Q × CTA_KV
-# (getCTATileSize): head_dim 64: 192 × 128; 128: 128 × 128 causal, 128 × 192 otherwise; 192 (DeepSeek's q and k,
-# with a v of 128): 128 × 128; 256: 128 × 64. TensorRT-LLM's and cuDNN's Hopper kernels are of the same kind
-# (fmha_v2's sm90 kernels are warp-specialised, `warp_specialization` in FlashInfer's fmha_v2 generator).
-# Blackwell (sm_100) is not listed: B200's context kernel pays a cost per wave of thread blocks that grows with the
-# tile's work (docs/decisions/0049 §2), the opposite of a persistent grid's; its cubins have no source on file.
-WARP_SPECIALISED_PREFILL_ARCHITECTURES = ("sm_90",)
-# FlashAttention-2's kernels issue mma.sync, which reaches about 2/3 of Hopper's tensor-core peak; only the
-# asynchronous wgmma reaches the peak (Shah et al. 2024, FlashAttention-3 §2.2, after Luo et al. 2024's
-# microbenchmarks of Hopper). Elsewhere mma.sync is the architecture's own matrix instruction (Ampere, Ada, sm_120).
-MMA_SYNC_PEAK_FRACTION = {"sm_90": 2.0 / 3.0}
+
+# The records `flash_tiles` takes and its steps pass: slotted dataclasses, never changed once built, not frozen
+# ones: a frozen dataclass sets each field through object.__setattr__, about four times the build time, and a point's
+# estimate is a budget of microseconds (`roofline._num`).
+@dataclass(slots=True)
+class FlashShape:
+    """An attention call's sizes: batch, query heads, K/V heads, head_dim, queries and keys."""
+
+    batch: Num
+    heads: Num
+    kv_heads: Num
+    head_dim: Num
+    q_len: Num
+    kv_len: Num
 
 
-def hopper_prefill_tile(head_dim: Num, causal: bool) -> tuple[Num, Num]:
-    """Query rows and keys of a Hopper prefill kernel's tile (`WARP_SPECIALISED_PREFILL_ARCHITECTURES`)."""
-    d = _num.num(head_dim)
-    rows = _num.where(d <= 64.0, 192.0, 128.0)
-    wide = _num.where(d <= 192.0, 128.0, 64.0)
-    keys = _num.where(d <= 64.0, 128.0, _num.where(d <= 128.0, 128.0 if causal else 192.0, wide))
-    return rows, keys
+@dataclass(slots=True)
+class FlashTile:
+    """A flash kernel's tile: `rows` query rows against K/V blocks of `keys` keys, its mask (`causal`, a sliding
+    `window` of keys: None, none) and whether the softmax of one block runs behind the products of the next
+    (`warp_specialised`, per point)."""
+
+    rows: Num
+    keys: Num
+    causal: bool
+    window: Num | None = None
+    warp_specialised: Bool = False
 
 
-# FlashAttention-2's kernels (flash-attn 2.8.3, csrc/flash_attn/): the tile of its forward kernel (query rows, keys)
-# by head_dim, without dropout (src/flash_fwd_launch_template.h, run_mha_fwd_hdim*): 64: 128 × 128; 96, 128, 192:
-# 128 × 64, except on sm_86/sm_89 (`is_sm8x`), where causal 96 and 128 take 64 × 64 and non-causal 128 takes
-# 128 × 32; 256: 128 × 64 where an SM has under 4·256·(64 + 2·64) B = 192 KiB of shared memory, 64 × 64 above (two
-# blocks per SM on Hopper's 228 KiB). With its keys split, the split kernel's tile: 64 rows (kBlockM, "fixed for all
-# head dimensions") × 256 keys up to head_dim 64, 128 up to 128, 64 above (run_mha_fwd_splitkv_dispatch).
-FA2_SPLIT_ROWS = 64.0
-FA2_MAX_SPLITS = 128.0  # num_splits_heuristic's cap (set_params_splitkv)
-FA2_SPLIT_FILL = 0.8  # one split when the grid already fills this share of 2 blocks per SM
-FA2_SPLIT_EFFICIENCY = 0.85  # the fewest splits within this share of the best wave efficiency
-# SDPA's FlashAttention-2 call reads K and V from contiguous tensors (mha_fwd: no block table), so no lookup comes
-# first; but a thread block issues its first V tile only once its Q and first K tile have arrived
-# (src/flash_fwd_kernel.h, compute_attn_1rowblock: copy Q, copy K, cp_async_wait<0>, then copy V), so two memory
-# latencies pass in series before its first P·V product.
-FA2_KV_ROUND_TRIPS = 2.0
+@dataclass(slots=True)
+class FlashWaits:
+    """What a wave waits at: seconds per byte of its first K/V block and of its query and output tiles (None:
+    device memory's), and the memory latencies before a tile's first product (None: the paged cache's chain)."""
+
+    first_kv_s_per_byte: Num | None = None
+    io_s_per_byte: Num | None = None
+    kv_round_trips: float | None = None
 
 
-def fa2_split_keys(head_dim: Num) -> Num:
-    """Keys per block of FlashAttention-2's split kernel (`FA2_SPLIT_ROWS`)."""
-    d = _num.num(head_dim)
-    return _num.where(d <= 64.0, 256.0, _num.where(d <= 128.0, 128.0, 64.0))
+@dataclass(slots=True)
+class _Grid:
+    """A flash kernel's thread blocks: whether all query rows of a K/V head fit one tile (`packed`), the heads the
+    grid spans (batch × query or K/V heads), a tile's query rows, query tiles per head, the K/V blocks of the longest
+    thread block's walk and those of all thread blocks of one head."""
+
+    packed: Bool
+    heads: Num
+    tile_rows: Num
+    n_q: Num
+    n_kv: Num
+    blocks: Num
 
 
-def fa2_tile(head_dim: Num, causal: bool, architecture: str | None, shared_bytes_per_unit: float) -> tuple[Num, Num]:
-    """Query rows and keys of FlashAttention-2's forward tile (`FA2_SPLIT_ROWS`'s table) on `architecture`."""
-    d = _num.num(head_dim)
-    sm8x = architecture in ("sm_86", "sm_87", "sm_89")
-    # head_dim 256: 128 × 64 when a block may take 2·256·(128 + 2·64) B of shared memory but an SM has under
-    # 4·256·(64 + 2·64) B (two 64-row blocks); the profile's shared memory per SM stands for both limits.
-    tall = 2.0 * 256.0 * (128.0 + 128.0) <= shared_bytes_per_unit < 4.0 * 256.0 * (64.0 + 128.0)
-    if sm8x:
-        mid_rows, mid_keys = (64.0, 64.0) if causal else (128.0, 32.0)
-    else:
-        mid_rows, mid_keys = 128.0, 64.0
-    big_rows = _num.where(d <= 192.0, 128.0, 128.0 if tall else 64.0)
-    rows = _num.where(d <= 64.0, 128.0, _num.where(d <= 128.0, mid_rows, big_rows))
-    keys = _num.where(d <= 64.0, 128.0, _num.where(d <= 128.0, mid_keys, 64.0))
-    return rows, keys
-
-
-def fa2_splits(tiles: Num, units: float, key_blocks: Num) -> Num:
-    """FlashAttention-2's key splits (flash_api.cpp, num_splits_heuristic(batch · heads · m-blocks, 2 · SMs,
-    key blocks, 128)): one when the grid fills 0.8 of two blocks per SM; otherwise the fewest eligible splits whose
-    wave efficiency (n_waves / ⌈n_waves⌉) is within 0.85 of the best, a split being eligible when it changes the
-    blocks each split walks."""
-    point = _num.is_point(tiles, key_blocks)
-    t, nb = np.atleast_1d(np.asarray(tiles, dtype=np.float64)), np.atleast_1d(np.asarray(key_blocks, dtype=np.float64))
-    t, nb = np.broadcast_arrays(t, nb)
-    sms = 2.0 * units
-    cap = np.minimum(min(FA2_MAX_SPLITS, sms), nb)
-    n = np.arange(1.0, FA2_MAX_SPLITS + 1.0).reshape((-1,) + (1,) * t.ndim)
-    previous = np.maximum(n - 1.0, 1.0)
-    eligible = ((n == 1.0) | (np.ceil(nb / n) != np.ceil(nb / previous))) & (n <= cap)
-    waves = t * n / sms
-    efficiency = np.where(eligible, waves / np.ceil(waves), 0.0)
-    chosen = eligible & (efficiency >= FA2_SPLIT_EFFICIENCY * efficiency.max(axis=0))
-    first = np.argmax(chosen, axis=0) + 1.0
-    out = np.where(t >= FA2_SPLIT_FILL * sms, 1.0, first)
-    return float(out.reshape(-1)[0]) if point else out
+_Waits = tuple[Num, Num, Num, Num]  # `_wave_waits`
+Schedule = Callable[[Num, Num], tuple[Num, Num, Num]]  # `_scheduler`
+_FIGURES = ("seconds", "exposed_s", "kv_splits", "ctas", "launches")  # `flash_tiles`' figures
 
 
 def flash_tiles(
     hw: Hardware,
-    shape: tuple[Num, Num, Num, Num, Num, Num],
-    block: Num,
-    causal: bool,
+    shape: FlashShape,
+    tile: FlashTile,
     peak: float,
     s: float,
-    dtype: str,
-    first_kv_s_per_byte: Num | None = None,
-    window: Num | None = None,
-    io_s_per_byte: Num | None = None,
-    kv_block: Num | None = None,
-    warp_specialised: _num.Bool = False,
+    waits: FlashWaits,
     splits: Num | None = None,
-    kv_round_trips: float | None = None,
 ) -> dict[str, Num]:
-    """The tile schedule of a flash-attention kernel (shape = batch, heads, kv_heads, head_dim, q_len, kv_len):
-    its time on the compute units and their exposed waits, in seconds.
+    """The tile schedule of a flash-attention kernel of `shape` with `tile`, its inputs `s` bytes per element and its
+    products at `peak` FLOP/s: its time on the compute units and their exposed waits, in seconds.
 
     A thread block owns `tile_rows` query rows of one head (or, for short queries, the rows of all h/kv_h heads
     that share a K/V head, as FlashDecoding and TensorRT-LLM's XQA pack them; never fewer than `MMA_ROWS`) and walks
-    the K/V blocks of `block` keys, skipping those above a causal diagonal (Dao et al. 2022; FlashAttention-2, Dao
+    the K/V blocks of `tile.keys` keys, skipping those above a causal diagonal (Dao et al. 2022; FlashAttention-2, Dao
     2023). Per block it runs the two products on the matrix unit and the online softmax (~5 FP32 operations and
     one exp per score) on the vector and special-function units; on Ampere these do not overlap within a warp
     (FlashAttention-2 §3.1 on non-matmul FLOPs; FlashAttention-3 §3.1 overlaps them only with Hopper's
@@ -183,24 +148,41 @@ def flash_tiles(
     tile (one query per sequence) waits at least `PAGED_KV_ROUND_TRIPS` memory latencies (XQA: `XQA_KV_ROUND_TRIPS`)
     for its first K/V page, a prefill tile `CONTEXT_KV_ROUND_TRIPS`. `launches`: the kernels it takes (2 with a
     second, combining kernel).
-    `first_kv_s_per_byte` and `io_s_per_byte`: seconds per byte of a wave's first K/V block and of its query and
-    output tiles (default: device memory's; a call served from a warm L2 passes the L2's).
+    `waits.first_kv_s_per_byte` and `waits.io_s_per_byte`: seconds per byte of a wave's first K/V block and of its
+    query and output tiles (default: device memory's; a call served from a warm L2 passes the L2's).
+    `waits.kv_round_trips`: the memory latencies before a tile's first product when K and V are not paged.
 
-    `kv_block`: keys per K/V block when a kernel's tile is not square (default: `block`, the query tile's rows).
-    `warp_specialised` (per point): a Hopper-class prefill kernel (`hopper_prefill_tile`): the softmax of one
+    `tile.warp_specialised` (per point): a Hopper-class prefill kernel (`hopper_prefill_tile`): the softmax of one
     block runs while the products of the next run, so a block costs the larger of the two, and a persistent grid's
     producer warp loads the next tile's Q, K and V while this one computes, so only the first wave waits for them.
-    `splits`: the key splits a library's own rule gives (`fa2_splits`), taken as they are (no search, no XQA);
-    `kv_round_trips`: the memory latencies before a tile's first product when K and V are not paged.
+    `splits`: the key splits a library's own rule gives (`fa2_splits`), taken as they are (no search, no XQA).
 
-    A sliding `window` (kv_len already cut to the keys some query sees, `window_keys`): a tile of P query positions
-    walks only the blocks of its band, the P + w − 1 keys from its first row's window to its last row, and meets a
-    block edge half a block on average at each end (as the causal diagonal): P + w − 1 keys / block + 1/2 blocks.
+    A sliding `tile.window` (kv_len already cut to the keys some query sees, `window_keys`): a tile of P query
+    positions walks only the blocks of its band, the P + w − 1 keys from its first row's window to its last row, and
+    meets a block edge half a block on average at each end (as the causal diagonal): P + w − 1 keys / block + 1/2
+    blocks.
     """
-    b, h, kvh, d, q, kv = shape
-    kv_block = block if kv_block is None else kv_block
-    slots = hw.units * hw.concurrent_tiles_per_unit
-    bw = hw.memory_bytes_per_s * hw.eff_memory
+    grid = _grid(shape, tile)
+    per_block = _block_s(hw, grid.tile_rows, tile, shape.head_dim, peak)
+    decode = grid.packed & (shape.q_len == 1.0)  # one new token per sequence against its cache
+    xqa = decode & (shape.heads / shape.kv_heads > 1.0) & (splits is None)  # masked MHA comes here with kvh = h
+    point = _num.is_point(per_block, grid.blocks, grid.heads)
+    xp = _num.FLOATS if point else _num.ARRAYS  # the split search runs these many times
+    wait = _wave_waits(hw, shape, tile, s, waits, decode, xqa)
+    schedule = _scheduler(hw, shape, tile, grid, per_block, s, wait, xp)
+    if splits is not None:
+        return _library_split(hw, schedule, splits)
+    out = _fastest_split(hw, schedule, grid, per_block, xp, search=not (point and xqa))
+    if not point or xqa:
+        out = _with_xqa_split(hw, schedule, shape, grid, xqa, out)
+    return out
+
+
+def _grid(shape: FlashShape, tile: FlashTile) -> _Grid:
+    """The thread blocks: a tile's query rows (packed across the heads of a K/V head for short queries), the query
+    tiles and the K/V blocks they walk."""
+    b, h, kvh, q, kv = shape.batch, shape.heads, shape.kv_heads, shape.q_len, shape.kv_len
+    block = tile.rows
     group = h / kvh
     rows = q * group
     packed = rows <= block  # all query rows of a K/V head fit one tile
@@ -208,36 +190,66 @@ def flash_tiles(
     tile_rows = _num.minimum(block, _num.ceil(_num.where(packed, rows, q) / MMA_ROWS) * MMA_ROWS)
     positions = _num.where(packed, q, tile_rows)  # query positions one tile covers
     n_q = _num.ceil(q / positions)
+    blocks, n_kv = _kv_blocks(q, kv, tile, positions, n_q)
+    return _Grid(packed, heads_per_grid, tile_rows, n_q, n_kv, blocks)
+
+
+def _kv_blocks(q: Num, kv: Num, tile: FlashTile, positions: Num, n_q: Num) -> tuple[Num, Num]:
+    """K/V blocks all `n_q` query tiles of a head walk, and the longest one's walk, skipping those above a causal
+    diagonal or outside a window's band."""
+    kv_block = tile.keys
     n_kv = _num.ceil(kv / kv_block)
-    if causal:
-        first = kv - q  # keys every query sees
-        blocks = n_q * first / kv_block + positions * n_q * (n_q + 1.0) / (2.0 * kv_block) + n_q / 2.0
-        blocks = _num.minimum(_num.maximum(blocks, n_q), n_q * n_kv)  # np.clip's order: the lower bound, then the upper
-        if window is not None:
-            band = _num.minimum(positions + _num.num(window) - 1.0, kv)
-            blocks = _num.minimum(blocks, n_q * (band / kv_block + 0.5))
-            n_kv = _num.minimum(n_kv, _num.ceil(band / kv_block) + 1.0)  # the longest thread block's walk
-    else:
-        blocks = n_q * n_kv
+    if not tile.causal:
+        return n_q * n_kv, n_kv
+    first = kv - q  # keys every query sees
+    blocks = n_q * first / kv_block + positions * n_q * (n_q + 1.0) / (2.0 * kv_block) + n_q / 2.0
+    blocks = _num.minimum(_num.maximum(blocks, n_q), n_q * n_kv)  # np.clip's order: the lower bound, then the upper
+    if tile.window is not None:
+        band = _num.minimum(positions + _num.num(tile.window) - 1.0, kv)
+        blocks = _num.minimum(blocks, n_q * (band / kv_block + 0.5))
+        n_kv = _num.minimum(n_kv, _num.ceil(band / kv_block) + 1.0)  # the longest thread block's walk
+    return blocks, n_kv
+
+
+def _block_s(hw: Hardware, tile_rows: Num, tile: FlashTile, head_dim: Num, peak: float) -> Num:
+    """Seconds of one K/V block on every slot at once: its two products and its online softmax, in series or, warp
+    specialised, the larger of the two."""
+    slots = hw.units * hw.concurrent_tiles_per_unit
     # The online softmax runs on the fp32 accumulators of S = Q·Kᵀ whatever the input type (FlashAttention-2's
     # flash_fwd_kernel.h: acc_s is an ElementAccum = float fragment), so at the fp32 vector rate, not a packed one.
     vector_peak = hw.vector_peak("fp32")
     sfu = hw.special_function_ops_per_s or vector_peak / 4.0
-    scores = tile_rows * kv_block
-    products = 4.0 * scores * d / (peak * hw.eff_matmul)
+    scores = tile_rows * tile.keys
+    products = 4.0 * scores * head_dim / (peak * hw.eff_matmul)
     softmax = 5.0 * scores / (vector_peak * hw.eff_vector) + scores / (sfu * hw.eff_vector)
-    per_block = slots * _num.where(warp_specialised, _num.maximum(products, softmax), products + softmax)
-    decode = packed & (q == 1.0)  # one new token per sequence against its cache
-    xqa = decode & (group > 1.0) & (splits is None)  # masked MHA comes here with kv_heads = heads
+    return slots * _num.where(tile.warp_specialised, _num.maximum(products, softmax), products + softmax)
+
+
+def _wave_waits(
+    hw: Hardware, shape: FlashShape, tile: FlashTile, s: float, waits: FlashWaits, decode: Bool, xqa: Bool
+) -> _Waits:
+    """What each wave waits for before its first product: the latency chain to its first K/V page (seconds), the
+    bytes of its first K/V block, and the seconds per byte of that block and of its query and output tiles."""
+    bw = hw.memory_bytes_per_s * hw.eff_memory
     latency = hw.memory_latency_s or 0.0
     page_wait = _num.where(xqa, XQA_KV_ROUND_TRIPS, _num.where(decode, PAGED_KV_ROUND_TRIPS, CONTEXT_KV_ROUND_TRIPS))
-    page_wait = (page_wait if kv_round_trips is None else kv_round_trips) * latency
-    first_kv = 2.0 * _num.minimum(kv_block, kv) * d * s
-    kv_s_per_byte = 1.0 / bw if first_kv_s_per_byte is None else first_kv_s_per_byte
-    io = 1.0 / bw if io_s_per_byte is None else io_s_per_byte  # a tile's query rows in and output out
+    page_wait = (page_wait if waits.kv_round_trips is None else waits.kv_round_trips) * latency
+    first_kv = 2.0 * _num.minimum(tile.keys, shape.kv_len) * shape.head_dim * s
+    kv_s_per_byte = 1.0 / bw if waits.first_kv_s_per_byte is None else waits.first_kv_s_per_byte
+    io = 1.0 / bw if waits.io_s_per_byte is None else waits.io_s_per_byte  # a tile's query rows in and output out
+    return page_wait, first_kv, kv_s_per_byte, io
 
-    point = _num.is_point(per_block, blocks, heads_per_grid)
-    xp = _num.FLOATS if point else _num.ARRAYS  # the split search runs these many times
+
+def _scheduler(
+    hw: Hardware, shape: FlashShape, tile: FlashTile, grid: _Grid, per_block: Num, s: float, wait: _Waits,
+    xp: _num.Ops,
+) -> Schedule:  # fmt: skip
+    """The schedule of the grid with its keys split some number of ways, a function the split searches call."""
+    b, h, d, q = shape.batch, shape.heads, shape.head_dim, shape.q_len
+    heads_per_grid, tile_rows, n_q, n_kv, blocks = grid.heads, grid.tile_rows, grid.n_q, grid.n_kv, grid.blocks
+    page_wait, first_kv, kv_s_per_byte, io = wait
+    warp_specialised = tile.warp_specialised
+    slots = hw.units * hw.concurrent_tiles_per_unit
 
     def schedule(split: Num, combine_s: Num) -> tuple[Num, Num, Num]:
         """Seconds on the units, exposed waits and thread blocks with the keys split `split` ways."""
@@ -252,41 +264,59 @@ def flash_tiles(
         seconds = seconds + xp.where(partial, 2.0 * PARTIAL_BYTES * split * b * h * q * d * io, 0.0)
         return seconds, exposed + xp.where(partial, combine_s, 0.0), ctas
 
-    if splits is not None:
-        seconds, exposed, ctas = schedule(splits, hw.launch_s)
-        launches = _num.where(splits > 1.0, 2.0, 1.0)
-        return {"seconds": seconds, "exposed_s": exposed, "kv_splits": splits + _num.zeros_like(seconds),
-                "ctas": ctas, "launches": launches + _num.zeros_like(seconds)}  # fmt: skip
-    best: Num = (
-        math.inf if point else np.full(np.broadcast_shapes(*map(np.shape, (per_block, blocks, heads_per_grid))), np.inf)
-    )
-    out: dict[str, Num] = {
-        name: _num.zeros_like(best) for name in ("seconds", "exposed_s", "kv_splits", "ctas", "launches")
-    }
-    if not (point and xqa):
-        for split in SPLIT_K:
-            seconds, exposed, ctas = schedule(float(split), hw.launch_s)
-            if split > 1:
-                exposed = xp.where(heads_per_grid * n_q < slots, exposed, math.inf)
-            total = seconds + exposed
-            better = total < best
-            best = xp.where(better, total, best)
-            launches = 2.0 if split > 1 else 1.0
-            for name, value in (
-                ("seconds", seconds), ("exposed_s", exposed), ("kv_splits", float(split)), ("ctas", ctas),
-                ("launches", launches),
-            ):  # fmt: skip
-                out[name] = xp.where(better, value, out[name])
-    if not point or xqa:
-        fill = -_num.ceil(-(hw.units / heads_per_grid))  # ⌊SMs / (batch · kv heads)⌋
-        split_x = _num.minimum(_num.maximum(1.0, fill), _num.ceil(kv / XQA_CTA_KEYS))
-        # The last block's merge (`XQA_ROW_MAX_LOADS`): the semaphore, the row maxima, then each V warp group's tiles.
-        warp_groups = XQA_WARPS / _num.minimum(_num.maximum(d / XQA_WARP_KEYS, 1.0), XQA_WARPS)
-        tiles_each = _num.ceil(split_x / warp_groups)
-        combine = 1.0 + _num.ceil(split_x / XQA_ROW_MAX_LOADS) + _num.ceil(tiles_each / XQA_TILE_BUFFERS)
-        seconds, exposed, ctas = schedule(split_x, combine * latency)
+    return schedule
+
+
+def _library_split(hw: Hardware, schedule: Schedule, splits: Num) -> dict[str, Num]:
+    """The schedule at the splits a library's own rule gives (`fa2_splits`), combined by a second kernel."""
+    seconds, exposed, ctas = schedule(splits, hw.launch_s)
+    launches = _num.where(splits > 1.0, 2.0, 1.0)
+    return {"seconds": seconds, "exposed_s": exposed, "kv_splits": splits + _num.zeros_like(seconds),
+            "ctas": ctas, "launches": launches + _num.zeros_like(seconds)}  # fmt: skip
+
+
+def _fastest_split(
+    hw: Hardware, schedule: Schedule, grid: _Grid, per_block: Num, xp: _num.Ops, search: bool
+) -> dict[str, Num]:
+    """The split of `SPLIT_K` with the least total (the first of equals), split only where the grid is under-filled;
+    zeros where not `search`ed."""
+    point = xp is _num.FLOATS
+    shape = () if point else np.broadcast_shapes(*map(np.shape, (per_block, grid.blocks, grid.heads)))
+    best: Num = math.inf if point else np.full(shape, np.inf)
+    out: dict[str, Num] = {name: _num.zeros_like(best) for name in _FIGURES}
+    if not search:
+        return out
+    underfilled = grid.heads * grid.n_q < hw.units * hw.concurrent_tiles_per_unit
+    for split in SPLIT_K:
+        seconds, exposed, ctas = schedule(float(split), hw.launch_s)
+        if split > 1:
+            exposed = xp.where(underfilled, exposed, math.inf)
+        total = seconds + exposed
+        better = total < best
+        best = xp.where(better, total, best)
+        launches = 2.0 if split > 1 else 1.0
         for name, value in (
-            ("seconds", seconds), ("exposed_s", exposed), ("kv_splits", split_x), ("ctas", ctas), ("launches", 1.0),
+            ("seconds", seconds), ("exposed_s", exposed), ("kv_splits", float(split)), ("ctas", ctas),
+            ("launches", launches),
         ):  # fmt: skip
-            out[name] = _num.where(xqa, value, out[name])
+            out[name] = xp.where(better, value, out[name])
+    return out
+
+
+def _with_xqa_split(
+    hw: Hardware, schedule: Schedule, shape: FlashShape, grid: _Grid, xqa: Bool, out: dict[str, Num]
+) -> dict[str, Num]:
+    """`out` where XQA's rule splits the keys (`XQA_KV_ROUND_TRIPS`' notes) and merges in the same kernel."""
+    latency = hw.memory_latency_s or 0.0
+    fill = -_num.ceil(-(hw.units / grid.heads))  # ⌊SMs / (batch · kv heads)⌋
+    split_x = _num.minimum(_num.maximum(1.0, fill), _num.ceil(shape.kv_len / XQA_CTA_KEYS))
+    # The last block's merge (`XQA_ROW_MAX_LOADS`): the semaphore, the row maxima, then each V warp group's tiles.
+    warp_groups = XQA_WARPS / _num.minimum(_num.maximum(shape.head_dim / XQA_WARP_KEYS, 1.0), XQA_WARPS)
+    tiles_each = _num.ceil(split_x / warp_groups)
+    combine = 1.0 + _num.ceil(split_x / XQA_ROW_MAX_LOADS) + _num.ceil(tiles_each / XQA_TILE_BUFFERS)
+    seconds, exposed, ctas = schedule(split_x, combine * latency)
+    for name, value in (
+        ("seconds", seconds), ("exposed_s", exposed), ("kv_splits", split_x), ("ctas", ctas), ("launches", 1.0),
+    ):  # fmt: skip
+        out[name] = _num.where(xqa, value, out[name])
     return out

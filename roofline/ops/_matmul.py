@@ -1,46 +1,20 @@
-"""Matrix products and the tile search a library runs to pick their tiles (and split k), vectorised over shapes."""
+"""Matrix products, vectorised over shapes: the type a product runs at, its efficiency, the tile and split the
+library's search picks (`roofline.ops._tile_search`), its kernel and its epilogue."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-from numpy.typing import NDArray
+from dataclasses import dataclass
 
 from roofline import _num
 from roofline._estimate import Num
 from roofline._hardware import Hardware, dtype_bytes, value_bytes
-from roofline._kernels import Kernel, arr
+from roofline._kernels import Kernel
 from roofline._num import Bool
 from roofline.ops._memory_bound import elementwise_kernel
 from roofline.ops._precision import matmul_rate
 from roofline.ops._quantize import BLOCK_SCALED_FP4_K_TILE, FIXED_TILES, quantize_input
 from roofline.ops._quantize import quantization as _quantization
-
-# Matmul tiles are the output tiles a library picks among; waves are rounds of tiles over the compute units
-# (NVIDIA, "Matrix Multiplication Background", dimension quantization; seed 002's 1792 → 1793 example).
-
-# Split-K: when an m × n output has fewer tiles than the device has slots, one wave leaves units idle and each
-# busy unit walks the whole k loop. Libraries then split k into s slices computed by separate thread blocks and sum
-# the fp32 partial tiles in a second kernel (CUTLASS "split-K" / "stream-K"; cuBLAS picks split-K for small m·n
-# with large k). Only under-filled grids are split (a full wave gains nothing and pays the reduction); among the
-# splits the cheapest wins, each slice paying its own pipeline fill (`K_STEP`), so shallow slices lose by cost
-# rather than by a cut-off, and the time never falls as k grows.
-SPLIT_K = (1, 2, 4, 8, 16, 32, 64)
-_SPLITS = np.asarray(SPLIT_K, dtype=np.float64)
-_SEARCH_CHUNK = 512  # points per step of the tile search: its (candidate, split, point) grid stays in a 2 MiB L2
-PARTIAL_BYTES = 4.0  # fp32 partial sums
-_BOUND_MARGIN = 1.0 - 1e-12  # a lower bound's rounding (a few ulps, ~1e-15 relative) stays below this
-
-# What a tile cannot overlap with its math: a thread block first waits for its first k-step of A and B to arrive
-# (its software pipeline starts empty) and stores its output tile only after its last k-step (Ampere GEMM kernels
-# are not persistent: the next tile on that unit starts after the store). Both transfers share device bandwidth
-# with the other active tiles, so each wave keeps the compute units waiting for
-# ((tm + tn)·K_STEP·size(in) + tm·tn·size(out)) · active tiles / bandwidth. K_STEP is the k depth of one pipeline
-# stage (32 or 64 in cuBLAS's and CUTLASS's sm80 16-bit kernels: "…_stages_32x5…", "…_stages_64x3…"; CUTLASS,
-# "Efficient GEMM in CUDA": threadblock tile, software pipelining). This is what makes a k = 128 GEMM twice as slow
-# as its FLOPs and bytes say, and why the last wave of a large GEMM costs more than its share of the math.
-K_STEP = 32
+from roofline.ops._tile_search import SPLIT_K, TileSearch
 
 # A dimension whose row is not a multiple of the device's vector width (16 bytes on NVIDIA: 8 bf16 elements) loses
 # full-width, coalesced loads and falls back to slower kernels. Karpathy measured ~25 % on nanoGPT's whole training
@@ -64,134 +38,48 @@ def _aligned(dim: Num, elem_bytes: float, alignment_bytes: int) -> Bool:
     return out
 
 
-class _TileSearch:
-    """The tile and split a library picks for the output tiles of a matmul on one device: every (candidate tile,
-    `SPLIT_K` split) pair costed as whole waves of tiles over the device's slots, the least total of math and exposed
-    time taken, the first of equals (a library heuristic's pick)."""
+# The records `matmul`'s steps pass: slotted dataclasses, never changed once built, not frozen ones: a frozen
+# dataclass sets each field through object.__setattr__, about four times the build time, and a point's estimate is a
+# budget of microseconds (`roofline._num`).
+@dataclass(slots=True)
+class _Dims:
+    """The product's sizes: C[b, m, n] = A[b, m, k] · B[b, k, n]."""
 
-    def __init__(
-        self, hw: Hardware, peak: float, s_in: float, s_out: float, pairs: list[tuple[int, int]],
-        splits: tuple[int, ...] = SPLIT_K, k_tile: float = 0.0, s_weight: float | None = None,
-    ) -> None:  # fmt: skip
-        self.launch_s, self.peak, self.s_in, self.s_out, self.pairs = hw.launch_s, peak, s_in, s_out, pairs
-        self.s_weight = s_in if s_weight is None else s_weight
-        # A product whose main loop waits `step_s` per `k_tile`-deep k-tile (a block-scaled fp4 product); 0: none.
-        self.k_tile, self.step_s = k_tile, (hw.block_scaled_step_s if k_tile > 0.0 else 0.0)
-        self.splits, self.split_grid = splits, np.asarray(splits, dtype=np.float64)
-        self.slots = hw.units * hw.concurrent_tiles_per_unit
-        self.bw = hw.memory_bytes_per_s * hw.eff_memory
-        # A warm scope (`Hardware.warm_cache`, or `warm_operands` for products): a product whose operands and output
-        # fit in the last-level cache finds its first k-step there and stores its tiles there (NVIDIA's L2 is the
-        # point of coherence and writes back: a store completes in L2), so a wave's exposed traffic moves at the
-        # L2's rate, as its memory time does (`roofline._kernels._warm`); never slower than device memory.
-        l2 = hw.shared_l2_read_bytes_per_s
-        warm = (hw.warm_cache or hw.warm_operands) and l2 is not None and l2 > hw.memory_bytes_per_s
-        self.cache_bytes = hw.cache_bytes if warm else 0.0  # 0: the waits stay at device memory's rate
-        self.warm_bw = max(self.bw, (l2 or 0.0) * hw.eff_memory)
+    m: Num
+    n: Num
+    k: Num
+    b: Num
 
-    def exposed_bandwidth(self, m: Num, n: Num, k: Num, b: Num, xp: _num.Ops) -> Num:
-        """The rate a wave's first k-step and tile stores move at: the L2's where the product fits in a warm scope
-        (`__init__`), device memory's otherwise."""
-        if self.cache_bytes <= 0.0:
-            return self.bw
-        size = b * (self.s_in * m * k + self.s_weight * k * n + self.s_out * m * n)
-        return xp.where(size <= self.cache_bytes, self.warm_bw, self.bw)
 
-    @staticmethod
-    def output_tiles(tm: Num, tn: Num, m: Num, n: Num, b: Num, xp: _num.Ops) -> Num:
-        return b * xp.ceil(m / tm) * xp.ceil(n / tn)
+@dataclass(slots=True)
+class _Operands:
+    """What the product runs at: bytes per element of A (`s_in`), of B with its scales (`s_weight`) and of a row's
+    packed values (`s_packed`, which set its alignment), its peak, unit, algorithm and `matmul_efficiency` key, the
+    k splits its library may take, its smallest tile height and its block-scaled k-tile (0: none)."""
 
-    def partial_sums_s(self, split: Num, m: Num, n: Num, b: Num) -> Num:
-        """The second kernel of a split: it reads and writes the split's fp32 partial outputs."""
-        return 2.0 * PARTIAL_BYTES * split * b * m * n / self.bw
+    s_in: float
+    s_weight: float
+    s_packed: float
+    peak: float
+    unit: str
+    algorithm: str
+    efficiency_key: str
+    splits: tuple[int, ...]
+    min_tile_m: int
+    k_tile: float
 
-    def cost(
-        self, tm: Num, tn: Num, split: Num, m: Num, n: Num, k: Num, b: Num, eff: Num, xp: _num.Ops
-    ) -> tuple[Num, Num, Num, Num]:
-        """Work units, waves, math time and exposed time of tm × tn output tiles over k split `split` ways."""
-        slots, s_in = self.slots, self.s_in
-        bw = self.exposed_bandwidth(m, n, k, b, xp)
-        out_tiles = self.output_tiles(tm, tn, m, n, b, xp)
-        depth = xp.ceil(k / split)
-        tiles = out_tiles * split
-        waves = xp.ceil(tiles / slots)
-        # One wave: every slot computes a tm × tn tile over its k slice (2·tm·tn·depth FLOPs) at peak / slots, and
-        # never faster than its k-tiles' waits.
-        seconds = waves * slots * 2.0 * tm * tn * depth / (self.peak * eff)
-        if self.step_s > 0.0:
-            seconds = xp.maximum(seconds, waves * xp.ceil(depth / self.k_tile) * self.step_s)
-        is_split = split > 1
-        out_size = xp.where(is_split, PARTIAL_BYTES, self.s_out)
-        tile_bytes = (tm + tn) * xp.minimum(depth, K_STEP) * s_in + tm * tn * out_size
-        exposed = waves * tile_bytes * xp.minimum(tiles, slots) / bw
-        # Split: the partial tiles are summed by a second kernel (`launches`), which reads and writes them; only an
-        # under-filled grid is split.
-        seconds = xp.where(is_split, seconds + self.partial_sums_s(split, m, n, b), seconds)
-        exposed = xp.where(is_split, xp.where(out_tiles < slots, exposed + self.launch_s, math.inf), exposed)
-        return tiles, waves, seconds, exposed
 
-    def pick(self, m: Num, n: Num, k: Num, b: Num, eff: Num, point: bool) -> tuple[Num, Num, Num]:
-        """The winner's tile rows, tile columns and split, per point: floats for one point (`roofline._num`)."""
-        pairs = self.pairs
-        shape = () if point else np.broadcast_shapes(np.shape(m), np.shape(n), np.shape(k), np.shape(b))
-        size = math.prod(shape)
-        pick: int | NDArray[np.intp]
-        if point:
-            pick = self.fastest_point(m, n, k, b, eff)
-        elif size <= _SEARCH_CHUNK:
-            pick = self.fastest(shape, m, n, k, b, eff)
-        else:  # chunks of points, so that the grid's temporaries stay in cache (twice as fast at 10 000 points)
-            flat = [np.broadcast_to(x, shape).reshape(-1) for x in (m, n, k, b, eff)]
-            chunks = [(i, min(i + _SEARCH_CHUNK, size)) for i in range(0, size, _SEARCH_CHUNK)]
-            pick = np.concatenate([self.fastest((j - i,), *(x[i:j] for x in flat)) for i, j in chunks]).reshape(shape)
-        if point:
-            choice_at, split_at = divmod(int(pick), len(self.splits))
-            return float(pairs[choice_at][0]), float(pairs[choice_at][1]), float(self.splits[split_at])
-        candidates = np.asarray(pairs, dtype=np.float64)
-        choice, split_index = np.divmod(pick, len(self.splits))
-        return arr(candidates[choice, 0]), arr(candidates[choice, 1]), arr(self.split_grid[split_index])
+@dataclass(slots=True)
+class _Winner:
+    """The picked tile and split and their figures: work units, waves, math time and exposed time."""
 
-    def fastest(self, grid_shape: tuple[int, ...], *sizes: Num) -> NDArray[np.intp]:
-        """Index of the first least total over every (candidate, split) pair, a library's pick, as c·splits + s: the
-        pairs on two leading axes, the points (`sizes`: m, n, k, b, eff, broadcasting to `grid_shape`) after them."""
-        candidates = np.asarray(self.pairs, dtype=np.float64)
-        ones = (1,) * len(grid_shape)
-        tm, tn = candidates[:, 0].reshape(-1, 1, *ones), candidates[:, 1].reshape(-1, 1, *ones)
-        m, n, k, b, eff = sizes
-        splits = self.split_grid.reshape(1, -1, *ones)
-        _, _, grid_s, grid_exposed = self.cost(tm, tn, splits, m, n, k, b, eff, _num.ARRAYS)
-        total = np.broadcast_to(grid_s + grid_exposed, (len(candidates), len(self.splits), *grid_shape))
-        out: NDArray[np.intp] = np.argmin(total.reshape(len(candidates) * len(self.splits), -1), axis=0)
-        return out.reshape(grid_shape)
-
-    def fastest_point(self, m: Num, n: Num, k: Num, b: Num, eff: Num) -> int:
-        """`fastest` for one point in floats: the first least total over the same (candidate, split) pairs. A split
-        is considered only where the grid is under-filled (elsewhere `cost` makes it infinite, never the least).
-
-        Pairs that cannot win are not costed (branch and bound): every pair computes at least its output tiles'
-        whole k loop, work = out_tiles·2·tm·tn·k / (peak·eff) (waves·slots ≥ tiles, split·⌈k/split⌉ ≥ k), and a
-        split adds its second launch and its partial sums, which grow with the split. A bound at or above the best
-        total so far rules the pair out, and for a split every deeper one; candidates are visited by increasing
-        work, so the best is found early. `_BOUND_MARGIN` keeps rounding from lifting a bound above the total it
-        bounds, so a pair ruled out is strictly slower, and ties go to the first pair in the grid's order."""
-        pairs, peak, slots = self.pairs, self.peak, self.slots
-        works = []
-        for tm, tn in pairs:
-            out_tiles = self.output_tiles(tm, tn, m, n, b, _num.FLOATS)
-            works.append((out_tiles * 2.0 * tm * tn * k / (peak * eff) * _BOUND_MARGIN, out_tiles))
-        best_at, best_total = 0, math.inf
-        for c in sorted(range(len(pairs)), key=lambda c: works[c][0]):
-            (tm, tn), (work, out_tiles) = pairs[c], works[c]
-            if work >= best_total:
-                break  # and every later candidate: its work is no less
-            for s, split in enumerate(self.splits if out_tiles < slots else self.splits[:1]):
-                if s and work + (self.launch_s + self.partial_sums_s(split, m, n, b)) * _BOUND_MARGIN >= best_total:
-                    break
-                _, _, seconds, exposed = self.cost(tm, tn, split, m, n, k, b, eff, _num.FLOATS)
-                total, at = float(seconds + exposed), c * len(self.splits) + s
-                if total < best_total or (total == best_total and at < best_at):
-                    best_at, best_total = at, total
-        return best_at
+    tile_m: Num
+    tile_n: Num
+    split_k: Num
+    tiles: Num
+    waves: Num
+    seconds: Num
+    exposed_s: Num
 
 
 def matmul(
@@ -232,9 +120,20 @@ def matmul(
     their traffic is timed at device bandwidth, conservatively). Each wave also waits for its first k-step and for
     the store of its tiles (`K_STEP`): `exposed_s`, added to the math on the compute units' timeline.
     """
-    m, n, k, b = _num.num(m), _num.num(n), _num.num(k), _num.num(batch)
+    dims = _Dims(_num.num(m), _num.num(n), _num.num(k), _num.num(batch))
     s_out = dtype_bytes(out_dtype or dtype)
-    before: list[Kernel] = []
+    ops = _operands(hw, dtype, precision, quantization, may_split_k)
+    before = _input_quantization(hw, dims, dtype, quantization, input_quantized)
+    eff, aligned = _efficiency(hw, ops, dims)
+    tile = _fixed_tile(hw, tile, quantization)
+    search = TileSearch(hw, ops.peak, ops.s_in, s_out, _candidates(hw, tile, ops.min_tile_m), ops.splits,
+                         ops.k_tile, ops.s_weight)  # fmt: skip
+    main = _product_kernel(hw, dims, ops, _winner(search, dims, eff), aligned, s_out, fixed=tile is not None)
+    return [*before, main, *_epilogues(hw, main, dims, epilogue, fuse_epilogue, s_out)]
+
+
+def _operands(hw: Hardware, dtype: str, precision: str, quantization: str, may_split_k: bool) -> _Operands:
+    """The type the product runs at and what its operands, rate and splits are (`matmul`'s `quantization`)."""
     splits: tuple[int, ...] = SPLIT_K
     min_tile_m = 0
     product = dtype  # the type the product runs at
@@ -247,7 +146,6 @@ def matmul(
         q = _quantization(quantization)
         # A weight-only scheme keeps the 16-bit input and runs the product at its type (dequantising the weights).
         product = q.dtype if q.quantizes_input else dtype
-        before = [] if input_quantized else quantize_input(hw, b * m * k, q, dtype_bytes(dtype))
         s_in, s_weight = dtype_bytes(product), q.weight_bytes
         s_packed = q.out_bytes if q.quantizes_input else dtype_bytes(dtype)
         peak, unit = hw.matrix_peak(product)
@@ -259,51 +157,94 @@ def matmul(
     if k_tile > 0.0:  # a 4-bit product runs as NVFP4 does, quantised input or not: no split-K, 128-row tiles
         nvfp4 = _quantization("nvfp4")
         splits, min_tile_m = SPLIT_K[:1], max(min_tile_m, nvfp4.min_tile_m)
+    return _Operands(s_in, s_weight, s_packed, peak, unit, str(algorithm), efficiency_key, splits,
+                     min_tile_m, k_tile)  # fmt: skip
+
+
+def _input_quantization(
+    hw: Hardware, dims: _Dims, dtype: str, quantization: str, input_quantized: bool
+) -> list[Kernel]:
+    """The kernels that quantise A before a narrow product: none for "none" or an input that arrives quantised."""
+    if quantization == "none" or input_quantized:
+        return []
+    return quantize_input(hw, dims.b * dims.m * dims.k, _quantization(quantization), dtype_bytes(dtype))
+
+
+def _efficiency(hw: Hardware, ops: _Operands, dims: _Dims) -> tuple[Num, Bool]:
+    """Matrix efficiency of the product (`MISALIGNED_EFFICIENCY` off the vector width), and whether it is aligned."""
     # Rows are aligned by their packed values (an NVFP4 row's scales are stored apart).
-    aligned = _aligned(k, s_packed, hw.alignment_bytes) & _aligned(n, s_packed, hw.alignment_bytes)
-    eff = hw.matmul_efficiency(efficiency_key) * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
+    aligned = _aligned(dims.k, ops.s_packed, hw.alignment_bytes) & _aligned(dims.n, ops.s_packed, hw.alignment_bytes)
+    eff = hw.matmul_efficiency(ops.efficiency_key) * _num.where(aligned, 1.0, MISALIGNED_EFFICIENCY)
+    return eff, aligned
+
+
+def _fixed_tile(hw: Hardware, tile: tuple[int, int] | None, quantization: str) -> tuple[int, int] | None:
+    """`tile` if given, else the scheme's one kernel's tile on this architecture (`FIXED_TILES`), else None."""
     fixed = FIXED_TILES.get((quantization, hw.architecture or ""))
     if tile is None and fixed is not None:
-        tile = fixed
-    pairs = [tile] if tile is not None else [t for t in hw.tiles if t[0] >= min_tile_m] or [max(hw.tiles)]
-    search = _TileSearch(hw, peak, s_in, s_out, pairs, splits, k_tile, s_weight)
-    slots = search.slots
+        return fixed
+    return tile
+
+
+def _candidates(hw: Hardware, tile: tuple[int, int] | None, min_tile_m: int) -> list[tuple[int, int]]:
+    """The output tiles the search picks among: a fixed `tile` alone, else the profile's tiles at least
+    `min_tile_m` rows high (its largest when none is)."""
+    return [tile] if tile is not None else [t for t in hw.tiles if t[0] >= min_tile_m] or [max(hw.tiles)]
+
+
+def _winner(search: TileSearch, dims: _Dims, eff: Num) -> _Winner:
+    """The tile and split the library picks, floats for one point (`roofline._num`), and their figures."""
+    m, n, k, b = dims.m, dims.n, dims.k, dims.b
     point = _num.is_point(m, n, k, b)
     tile_m, tile_n, split_k = search.pick(m, n, k, b, eff, point)
     # The winner's figures, computed again from its tile and split alone: the same arithmetic on the same numbers
     # (identical), and cheaper than gathering them from the grid.
     xp = _num.FLOATS if point else _num.ARRAYS
-    tiles, waves, best_s, exposed_s = search.cost(tile_m, tile_n, split_k, m, n, k, b, eff, xp)
-    best = {"tiles": tiles, "waves": waves, "tile_m": tile_m, "tile_n": tile_n, "split_k": split_k}
-    exposed_s = exposed_s - _num.where(split_k > 1, hw.launch_s, 0.0)  # the second launch is counted apart
-    flops = 2.0 * b * m * n * k
-    wave_eff = best["tiles"] / (best["waves"] * slots)
+    tiles, waves, seconds, exposed_s = search.cost(tile_m, tile_n, split_k, m, n, k, b, eff, xp)
+    return _Winner(tile_m, tile_n, split_k, tiles, waves, seconds, exposed_s)
 
-    out_elems = b * m * n
-    a_bytes, b_bytes = s_in * b * m * k, s_weight * b * k * n
+
+def _product_kernel(
+    hw: Hardware, dims: _Dims, ops: _Operands, win: _Winner, aligned: Bool, s_out: float, fixed: bool
+) -> Kernel:
+    """The product's kernel: its FLOPs, operand and output bytes, the winner's math and exposed time."""
+    m, n, k, b = dims.m, dims.n, dims.k, dims.b
+    best = {"tiles": win.tiles, "waves": win.waves, "tile_m": win.tile_m, "tile_n": win.tile_n, "split_k": win.split_k}
+    exposed_s = win.exposed_s - _num.where(win.split_k > 1, hw.launch_s, 0.0)  # the second launch is counted apart
+    flops = 2.0 * b * m * n * k
+    wave_eff = win.tiles / (win.waves * (hw.units * hw.concurrent_tiles_per_unit))
+    a_bytes, b_bytes = ops.s_in * b * m * k, ops.s_weight * b * k * n
     main = Kernel(
         flops=flops,
-        matrix_s=best_s,
+        matrix_s=win.seconds,
         vector_flops=0.0,
         sfu_ops=0.0,
         external_in_bytes=a_bytes + b_bytes,
         chained_in_bytes=0.0,
-        out_bytes=s_out * out_elems,
-        peak=peak,
-        unit=unit,
+        out_bytes=s_out * (b * m * n),
+        peak=ops.peak,
+        unit=ops.unit,
         consumes_whole_input=True,
         exposed_s=exposed_s,
         operand_stream=True,
-        launches=_num.where(split_k > 1, 2.0, 1.0),
+        launches=_num.where(win.split_k > 1, 2.0, 1.0),
         extra={**best, "wave_efficiency": wave_eff, "aligned": _num.where(aligned, 1.0, 0.0), "exposed_s": exposed_s},
-        assumptions={"tile_choice": "fixed" if tile is not None else "fastest candidate", "algorithm": str(algorithm)},
+        assumptions={"tile_choice": "fixed" if fixed else "fastest candidate", "algorithm": ops.algorithm},
     )
     main.extra["a_bytes"], main.extra["b_bytes"] = a_bytes, b_bytes
-    kernels = [*before, main]
+    return main
+
+
+def _epilogues(
+    hw: Hardware, main: Kernel, dims: _Dims, epilogue: tuple[str, ...], fuse: bool, s_out: float
+) -> list[Kernel]:
+    """The elementwise epilogue on C (`EPILOGUES`): fused into `main` (which it updates), or its own kernels."""
+    out_elems = dims.b * dims.m * dims.n
+    kernels: list[Kernel] = []
     for name in epilogue:
         extra_inputs, fpe, tpe = EPILOGUES[name]
-        extra_in = s_out * out_elems * extra_inputs + (s_out * b * n if name == "bias" else 0.0)
-        if fuse_epilogue:
+        extra_in = s_out * out_elems * extra_inputs + (s_out * dims.b * dims.n if name == "bias" else 0.0)
+        if fuse:
             main.flops = main.flops + fpe * out_elems
             main.vector_flops = main.vector_flops + fpe * out_elems
             main.sfu_ops = main.sfu_ops + tpe * out_elems
@@ -311,15 +252,8 @@ def matmul(
         else:
             kernels.append(
                 elementwise_kernel(
-                    hw,
-                    out_elems,
-                    fpe,
-                    tpe,
-                    extra_in,
-                    s_out * out_elems,
-                    s_out * out_elems,
-                    s_out,
+                    hw, out_elems, fpe, tpe, extra_in, s_out * out_elems, s_out * out_elems, s_out,
                     streams=1.0 + extra_inputs,
                 )
-            )
+            )  # fmt: skip
     return kernels

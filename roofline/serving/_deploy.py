@@ -13,7 +13,8 @@ from roofline.inference import InferenceRun, Parallelism, kv_bytes_per_sequence,
 from roofline.inference._memory import activation_bytes_per_sequence
 from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError
 from roofline.serving._simulator import Pool
-from roofline.serving._surface import IterationSurface, build_surface
+from roofline.serving._surface import IterationSurface
+from roofline.serving._surface_build import build_surface
 
 SurfaceBuilder = Callable[[InferenceRun, int, int, int, float | None], IterationSurface]
 

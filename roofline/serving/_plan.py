@@ -29,7 +29,8 @@ from roofline.serving._config import IntArray, Requests, Scheduler, ServingConfi
 from roofline.serving._deploy import EngineSpec, ServingRun, prepare, transfer_function
 from roofline.serving._results import Distribution, ServingBand, band_factors
 from roofline.serving._simulator import Trace, simulate
-from roofline.serving._surface import IterationSurface, build_surface
+from roofline.serving._surface import IterationSurface
+from roofline.serving._surface_build import build_surface
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
 MARGINS = ("estimate", "interval")

@@ -1,5 +1,6 @@
 """The iteration-time surface of one engine: what one scheduler iteration costs as a function of its mix, built
-from vectorised calls of the inference core (`roofline.inference`) on grids and interpolated.
+from vectorised calls of the inference core (`roofline.inference`) on grids (`roofline.serving._surface_build`) and
+interpolated.
 
 An iteration of an in-flight-batching engine (vLLM, TensorRT-LLM, SGLang) is one forward pass over every token it
 schedules: each decoding sequence's new token and each prefill chunk. Its cost splits into parts that depend on
@@ -26,39 +27,12 @@ interpolant and the core at off-grid points, evaluated in the same run.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from roofline._hardware import dtype_bytes
 from roofline._num import Array
-from roofline.inference import InferenceRun
-from roofline.inference._evaluation import P10, P90, TERMS, TIME, Evaluator
-from roofline.inference._layers import LayerOps
-from roofline.inference._phase import Pass, pass_time
 from roofline.serving._config import Speculation
-
-_OVERHEAD = TERMS.index("overhead_s")
-
-ATTENTION_ROWS = ("attention", "attention_scores", "softmax", "attention_values")
-HEAD_ROWS = ("lm_head", "final_norm")
-
-
-def token_grid(limit: int) -> list[int]:
-    """1 … 32 one by one, then about 6 % apart up to `limit` (matmul tile steps are 64 or 128 tokens wide: the
-    interpolant spans at most a few of them)."""
-    out = list(range(1, min(limit, 32) + 1))
-    x = 32.0
-    while out[-1] < limit:
-        x *= 1.06
-        out.append(min(limit, max(out[-1] + 1, round(x))))
-    return out
-
-
-def _geometric(first: float, last: float, points: int) -> list[float]:
-    if last <= first:
-        return [first]
-    return [float(v) for v in np.unique(np.rint(np.geomspace(first, last, points)))]
 
 
 @dataclass(frozen=True)
@@ -279,147 +253,3 @@ class IterationSurface:
         head = self.head(decode)
         step = share * (self._pass(decode, graph) - head + attention) + head
         return spec.draft_tokens * step
-
-
-def build_surface(run: InferenceRun, max_tokens: int, max_sequences: int, max_context: int,
-                  graph_kernel_s: float | None = None) -> IterationSurface:  # fmt: skip
-    """Evaluate the parts of an iteration on grids for one engine (`run`: model, system, parallelism, precision;
-    its workload is ignored) up to `max_tokens` per pass, `max_sequences` decoding and `max_context` keys.
-    `graph_kernel_s`: pure-decode iterations are CUDA-graph replays whose kernels each cost this fixed time instead
-    of the profile's launch (`KERNEL_FLOOR_S`); None: every iteration runs eagerly."""
-    ev = Evaluator()
-    tokens = np.array(token_grid(max(max_tokens, max_sequences)), dtype=np.float64)
-    # Decode attention steps with the waves of its CTAs over the SMs (sequences × KV heads, split along the keys):
-    # every sequence count up to 512, then about 6 % apart.
-    seqs = (
-        np.array(token_grid(max(1, max_sequences)), dtype=np.float64)
-        if max_sequences > 512
-        else np.arange(1.0, max_sequences + 1.0)
-    )
-    ctx = np.array(_geometric(1.0, float(max_context), 32))
-    chunk = np.array(_geometric(1.0, float(max_tokens), 64))
-    cached = np.array([0.0, *_geometric(1.0, float(max_context), 24)])
-    mla = run.model.mla is not None
-    dummy = np.ones(1)
-
-    def layer_pass(tok: Array, seq: Array, attn: tuple[Array, Array, Array], prefill: bool) -> Pass:
-        ps = Pass(tok.size)
-        ops = LayerOps(run, ev, ps, tokens=tok, attn=attn, sequences=seq, prefill=False)
-        ops.prefill = prefill  # attention points stay one per sample; MLA's prefill form when asked
-        ops.register()
-        return ps
-
-    body_pass = layer_pass(tokens, tokens, (dummy.repeat(tokens.size), dummy.repeat(tokens.size),
-                                            dummy.repeat(tokens.size)), False)  # fmt: skip
-    pre_body_pass = layer_pass(tokens, tokens, (dummy.repeat(tokens.size),) * 3, True) if mla else None
-    dg_d, dg_c = np.meshgrid(seqs, ctx, indexing="ij")
-    dec_pass = layer_pass(dg_d.ravel(), dg_d.ravel(), (dg_d.ravel(), np.ones(dg_d.size), dg_c.ravel()), False)
-    pg_q, pg_c = np.meshgrid(chunk, cached, indexing="ij")
-    pre_pass = layer_pass(
-        pg_q.ravel(), np.ones(pg_q.size), (np.ones(pg_q.size), pg_q.ravel(), pg_q.ravel() + pg_c.ravel()), True
-    )
-    # Off-grid check points (midpoints of the grids), each a whole iteration evaluated by the core itself.
-    mid_d = np.sqrt(seqs[:-1] * seqs[1:]) if seqs.size > 1 else seqs
-    mid_c = np.sqrt(ctx[:-1] * ctx[1:]) if ctx.size > 1 else ctx
-    md_d, md_c = (g.ravel() for g in np.meshgrid(mid_d[:: max(1, mid_d.size // 16)], mid_c, indexing="ij"))
-    check_dec = layer_pass(md_d, md_d, (md_d, np.ones(md_d.size), md_c), False)
-    mid_q = np.sqrt(chunk[:-1] * chunk[1:]) if chunk.size > 1 else chunk
-    mq_q, mq_c = (g.ravel() for g in np.meshgrid(mid_q, np.sqrt(cached[1:-1] * cached[2:]), indexing="ij"))
-    check_pre = layer_pass(mq_q, np.ones(mq_q.size), (np.ones(mq_q.size), mq_q, mq_q + mq_c), True)
-    p = run.parallelism.pipeline
-    send = (
-        ev.collective(run.system, "send_recv", run.parallelism.tensor * p,
-                      tokens * run.model.hidden * dtype_bytes(run.precision.activations), run.precision.activations)
-        if p > 1 else None
-    )  # fmt: skip
-    ev.run()
-
-    def assemble(term: int, central: IterationSurface | None = None) -> IterationSurface:
-        """The surface of the op times in row `term` of the results (`TIME`, or a band's edge, whose CUDA-graph
-        decode iteration is the `central` one's scaled by the edge's eager time over the central's)."""
-        body_t, head_t, kernels = _split(body_pass, term)
-        body = _Grid1(tokens.tolist(), body_t.tolist())
-        head = _Grid1(tokens.tolist(), head_t.tolist())
-        pre_body_t = None if pre_body_pass is None else _split(pre_body_pass, term)[0]
-        prefill_body = body if pre_body_t is None else _Grid1(tokens.tolist(), pre_body_t.tolist())
-        dec_t = _attention(dec_pass, term)[0].reshape(dg_d.shape)
-        decode_attention = _Grid2(seqs.tolist(), ctx.tolist(), dec_t.tolist())
-        pre_t, pre_fixed = _attention(pre_pass, term)
-        fixed = float(pre_fixed.max()) if pre_fixed.size else 0.0
-        prefill_attention = _Grid2(chunk.tolist(), cached.tolist(), (pre_t - pre_fixed).reshape(pg_q.shape).tolist())
-        sends = ((p - 1) * send.seconds(term)).tolist() if send is not None else [0.0] * tokens.size
-        send_s = _Grid1(tokens.tolist(), sends)
-        decode_fixed = body_t + head_t + np.asarray(send_s.y)
-        launch = run.system.hardware.launch_s
-        if central is not None and central.decode_body is not None:
-            eager = np.asarray(central.body.y) + np.asarray(central.head.y) + np.asarray(central.send_s.y)
-            decode_fixed = np.asarray(central.decode_body.y) * np.divide(
-                decode_fixed, eager, out=np.ones_like(eager), where=eager > 0
-            )
-        elif graph_kernel_s is not None and graph_kernel_s < launch:
-            # Each kernel's fixed cost (the `overhead_s` term: launches × the profile's launch cost) becomes the
-            # graph's.
-            attention_fixed = _attention(dec_pass, term)[1].reshape(dg_d.shape).mean(axis=1)
-            over = _overheads(body_pass) + attention_fixed[np.clip(np.searchsorted(seqs, tokens), 0, seqs.size - 1)]
-            decode_fixed = decode_fixed - over * (1.0 - graph_kernel_s / launch)
-        return IterationSurface(
-            body, prefill_body, head, decode_attention, prefill_attention, fixed, kernels, 0.0, send_s,
-            _Grid1(tokens.tolist(), decode_fixed.tolist()), layers=float(run.model.layers),
-        )  # fmt: skip
-
-    surface = assemble(TIME)
-    if run.system.intervals is not None:
-        surface = replace(surface, band=(assemble(P10, surface), assemble(P90, surface)))
-    # The interpolant at the off-grid check points, all at once: a pure decode pass without a graph body
-    # (`decode_time` less the sends) and one prefill chunk alone (`time` less the sends).
-    core_dec = pass_time(check_dec.totals())
-    d_at, c_at = np.asarray(md_d, dtype=np.float64), np.asarray(md_c, dtype=np.float64)
-    mine_dec = surface.body.at(d_at) + surface.head.at(d_at) + surface.decode_attention.at(d_at, c_at)
-    err_dec = np.abs(mine_dec - core_dec) / core_dec
-    core_pre = pass_time(check_pre.totals())
-    q_at, qc_at = np.asarray(mq_q, dtype=np.float64), np.asarray(mq_c, dtype=np.float64)
-    mine_pre = (surface.prefill_body.at(q_at) + surface.head(1.0) + surface.attention_fixed_s
-                + surface.prefill_attention.at(q_at, qc_at))  # fmt: skip
-    err_pre = np.abs(mine_pre - core_pre) / core_pre
-    return replace(surface, error=float(max(err_dec.max(initial=0.0), err_pre.max(initial=0.0))))
-
-
-def _split(ps: Pass, term: int = TIME) -> tuple[Array, Array, float]:
-    """(body seconds, LM-head seconds, kernels per pass) per sample of a pass, from row `term` of its results."""
-    body = np.zeros(ps.samples)
-    head = np.zeros(ps.samples)
-    kernels = 0.0
-    for name, (values, calls) in ps.totals().items():
-        kernels += calls
-        if name in HEAD_ROWS:
-            head += values[term]
-        elif name not in ATTENTION_ROWS:
-            body += values[term]
-    return body, head, kernels
-
-
-def _overheads(ps: Pass) -> Array:
-    """Fixed costs (launches × launch cost) of a pass's kernels but attention's, per sample; collectives have
-    none."""
-    out = np.zeros(ps.samples)
-    for name, (values, _) in ps.totals().items():
-        if name not in ATTENTION_ROWS:
-            out += values[_OVERHEAD]
-    return out
-
-
-def _attention(ps: Pass, term: int = TIME) -> tuple[Array, Array]:
-    """(attention seconds, of which fixed kernel costs) per sample of a pass, from row `term` of its results (a
-    band's edge moves the fixed costs with the rest: the band is on the whole time)."""
-    totals = ps.totals()
-    t = np.zeros(ps.samples)
-    central = np.zeros(ps.samples)
-    fixed = np.zeros(ps.samples)
-    for name in ATTENTION_ROWS:
-        if name in totals:
-            t += totals[name][0][term]
-            central += totals[name][0][TIME]
-            fixed += totals[name][0][_OVERHEAD]
-    if term != TIME:
-        fixed = fixed * np.divide(t, central, out=np.ones_like(t), where=central > 0)
-    return t, fixed

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from roofline._hardware import dtype_bytes
 from roofline._kernels import arr
@@ -27,7 +27,7 @@ from roofline.collectives import Hierarchical, Ring, Switch, Topology, collectiv
 from roofline.intervals import COLLECTIVE, IntervalTable, collective_regime
 from roofline.ops import elementwise
 from roofline.training._config import TrainingConfigError, TrainingRun, validate_training
-from roofline.training._memory import STATE_COPIES, stage_parameters, training_memory
+from roofline.training._memory import STATE_COPIES, TrainingMemory, stage_parameters, training_memory
 from roofline.training._ops import ATTENTION_CORE, LayerCosts, OpCost, _sum, _time
 from roofline.training._results import CommunicationRow, OpRow, TrainingEstimate
 
@@ -179,19 +179,53 @@ def estimate_training(run: TrainingRun, cache: StepCache | None = None) -> Train
     return replace(est, step_s_p10=edges[0], step_s_p90=edges[1])
 
 
+@dataclass(frozen=True)
+class _Compute:
+    """Seconds per step of the busiest device's ops: forward, backward and recomputed."""
+
+    forward: float
+    backward: float
+    recompute: float
+
+    @staticmethod
+    def of(rows: list[OpRow]) -> _Compute:
+        """The sums over the step's op rows."""
+        forward, backward = sum(r.forward_s for r in rows), sum(r.backward_s for r in rows)
+        return _Compute(forward, backward, sum(r.recompute_s for r in rows))
+
+
 def _assemble(
     run: TrainingRun, cache: StepCache | None, layer: list[OpCost], head: list[OpCost], tokens: float, hidden: float,
     edge: int | None = None,
 ) -> TrainingEstimate:  # fmt: skip
     """The step of these op costs (`edge`: the optimizer's passes at that edge of their band too)."""
-    m, par, sh, hw = run.model, run.parallelism, run.sharding, run.system.hardware
-    t, c, p, d, v = par.tensor, par.context, par.pipeline, par.data, par.virtual_stages
+    rows = _op_rows(run, layer, head)
+    compute = _Compute.of(rows)
+    comms = _Comms(run, cache, edge)
+    _add_model_parallel(run, comms, rows, tokens, hidden)
+    per_mb_exposed = sum(r.exposed_s for r in comms.rows) / run.micro_batches
+    params, _ = stage_parameters(run)
+    dp_exposed = _add_data_parallel(run, comms, params, compute)
+    opt_s = _optimizer_step_s(run, params, cache, edge)
+    ideal, bubble = _pipeline_s(run, compute, per_mb_exposed)
+    model_flops, hardware_flops = _flops(run, layer, head, rows)
+    memory = training_memory(run)
+    return TrainingEstimate(
+        step_s=ideal + bubble + dp_exposed + opt_s, forward_s=compute.forward, backward_s=compute.backward,
+        recompute_s=compute.recompute, optimizer_s=opt_s, bubble_s=bubble,
+        communication_exposed_s=sum(r.exposed_s for r in comms.rows), micro_batches=run.micro_batches,
+        tokens_per_step=float(run.global_batch * run.sequence), model_flops=model_flops,
+        hardware_flops=hardware_flops, peak_flops_per_s=run.system.hardware.matrix_peak(run.precision.gemm)[0],
+        devices=run.parallelism.devices, ops=tuple(rows), communication=tuple(comms.rows), memory=memory,
+        max_micro_batch=_largest_micro_batch(memory), power_w=run.system.power_w,
+    )  # fmt: skip
+
+
+def _op_rows(run: TrainingRun, layer: list[OpCost], head: list[OpCost]) -> list[OpRow]:
+    """Each op's seconds per step on the busiest device: the stage's layers' ops and the head's over the
+    micro-batches, forward, backward and recomputed."""
     mb = run.micro_batches
-    n = m.layers / p  # layers on a stage
-
-    def total(ops: list[OpCost], attr: str) -> float:
-        return sum(float(getattr(o, attr)) for o in ops)
-
+    n = run.model.layers / run.parallelism.pipeline  # layers on a stage
     # Selective recomputation re-runs the attention core (Korthikanti §5: QKᵀ, softmax, dropout, attention over V).
     recomputed = {"none": (), "selective": ATTENTION_CORE}.get(run.recompute)
     rows: list[OpRow] = []
@@ -201,15 +235,18 @@ def _assemble(
             count = per_stage * o.share
             rows.append(OpRow(o.name, o.kind, count, mb * count * o.forward_s, mb * count * o.backward_s,
                               mb * count * rc, o))  # fmt: skip
-    forward = sum(r.forward_s for r in rows)
-    backward = sum(r.backward_s for r in rows)
-    recompute = sum(r.recompute_s for r in rows)
-    compute_mb = (forward + backward + recompute) / mb
+    return rows
 
+
+def _add_model_parallel(run: TrainingRun, comms: _Comms, rows: list[OpRow], tokens: float, hidden: float) -> None:
+    """The collectives of every micro-batch: tensor parallelism's all-reduces (or sequence parallelism's all-gathers
+    and reduce-scatters), ring attention's K/V blocks, the experts' all-to-alls and the pipeline's sends."""
+    m, par = run.model, run.parallelism
+    t, c, p, d, v = par.tensor, par.context, par.pipeline, par.data, par.virtual_stages
+    mb = run.micro_batches
     s_act = dtype_bytes(run.precision.compute)
-    comms = _Comms(run, cache, edge)
     activations = tokens * hidden * s_act  # one micro-batch's hidden states on a tensor group
-    layer_calls = mb * n
+    layer_calls = mb * (m.layers / p)
     matmul_s = sum(r.forward_s + r.backward_s + r.recompute_s for r in rows if r.kind == "matmul")
     tp_hidden = matmul_s if run.overlap.tensor_parallel else 0.0
     again = 1.0 if run.recompute == "full" else 0.0
@@ -231,14 +268,16 @@ def _assemble(
                   0.0)  # fmt: skip
     if p > 1:  # one send forward and one back per chunk and micro-batch, 1/t of the activations
         comms.add("pipeline_send_recv", "send_recv", 2, t * c * d, activations / t, mb * 2.0 * v, 0.0)
-    per_mb_exposed = sum(r.exposed_s for r in comms.rows) / mb
 
-    # Data parallelism and sharding.
-    params, _ = stage_parameters(run)
+
+def _add_data_parallel(run: TrainingRun, comms: _Comms, params: float, compute: _Compute) -> float:
+    """The gradients' and weights' collectives of data parallelism and sharding; their exposed seconds per step."""
+    par, sh = run.parallelism, run.sharding
+    t, c, d = par.tensor, par.context, par.data
+    mb = run.micro_batches
     group = sh.shard_group or d
-    grads = params * s_act
-    backward_mb = backward / mb
-    dp_overlap = backward_mb if run.overlap.data_parallel else 0.0
+    grads = params * dtype_bytes(run.precision.compute)
+    dp_overlap = compute.backward / mb if run.overlap.data_parallel else 0.0
     step_rows_from = len(comms.rows)
     if sh.stage <= 2:
         if sh.stage == 0:
@@ -249,36 +288,46 @@ def _assemble(
     else:
         # Prefetched all-gathers run under the forward and backward; the reduce-scatter is issued from the
         # post-backward hook on its own stream (PyTorch FSDP), under the rest of the backward.
-        hidden = forward + backward + recompute if run.overlap.fsdp_prefetch else 0.0
-        comms.add("fsdp_all_gather", "all_gather", group, t * c, grads, 2.0 * mb, hidden)
-        comms.add("fsdp_reduce_scatter", "reduce_scatter", group, t * c, grads, float(mb), backward)
+        prefetched = compute.forward + compute.backward + compute.recompute if run.overlap.fsdp_prefetch else 0.0
+        comms.add("fsdp_all_gather", "all_gather", group, t * c, grads, 2.0 * mb, prefetched)
+        comms.add("fsdp_reduce_scatter", "reduce_scatter", group, t * c, grads, float(mb), compute.backward)
         comms.add("fsdp_replica_all_reduce", "all_reduce", d // group, t * c * group, grads / group, 1.0, dp_overlap)
-    dp_exposed = sum(r.exposed_s for r in comms.rows[step_rows_from:])
+    return sum(r.exposed_s for r in comms.rows[step_rows_from:])
 
-    # The optimizer: memory-bound passes over this device's share of the parameters (`optimizer_passes`).
-    shard = params / (group if sh.stage >= 1 else 1)
+
+def _optimizer_step_s(run: TrainingRun, params: float, cache: StepCache | None, edge: int | None) -> float:
+    """The optimizer: memory-bound passes over this device's share of the parameters (`optimizer_passes`), at the
+    band's `edge` when given."""
+    sh = run.sharding
+    shard = params / ((sh.shard_group or run.parallelism.data) if sh.stage >= 1 else 1)
     opt_s, opt_band = _optimizer_s(run, shard, cache)
     if edge is not None:
         opt_s *= opt_band[edge]
+    return opt_s
 
+
+def _pipeline_s(run: TrainingRun, compute: _Compute, per_mb_exposed: float) -> tuple[float, float]:
+    """The micro-batches' compute and exposed collectives, and the pipeline's bubble on top: (p − 1)/(v·m) of them
+    (Narayanan et al. 2021, §2.2)."""
+    mb, p, v = run.micro_batches, run.parallelism.pipeline, run.parallelism.virtual_stages
+    compute_mb = (compute.forward + compute.backward + compute.recompute) / mb
     ideal = mb * (compute_mb + per_mb_exposed)
-    bubble = ideal * (p - 1) / (v * mb)
-    step = ideal + bubble + dp_exposed + opt_s
+    return ideal, ideal * (p - 1) / (v * mb)
 
-    replicas = float(t * c * d)
+
+def _flops(run: TrainingRun, layer: list[OpCost], head: list[OpCost], rows: list[OpRow]) -> tuple[float, float]:
+    """The step's FLOPs over all devices: the model's (forward and backward) and the hardware's (recomputation too)."""
+    par, mb = run.parallelism, run.micro_batches
+    replicas = float(par.tensor * par.context * par.data)
     layer_fb = sum(o.share * (o.forward_flops + o.backward_flops) for o in layer)
     head_fb = sum((o.forward_flops + o.backward_flops) for o in head)
-    model_flops = mb * replicas * (m.layers * layer_fb + head_fb)
-    rc_flops = sum(r.cost.forward_flops * r.count for r in rows if r.recompute_s > 0) * p * mb * replicas
-    memory = training_memory(run)
+    model_flops = mb * replicas * (run.model.layers * layer_fb + head_fb)
+    rc_flops = sum(r.cost.forward_flops * r.count for r in rows if r.recompute_s > 0) * par.pipeline * mb * replicas
+    return model_flops, model_flops + rc_flops
+
+
+def _largest_micro_batch(memory: TrainingMemory) -> int:
+    """The most samples per micro-batch whose activations fit beside the step's static memory."""
     static = memory.total_bytes - memory.activations_bytes
     room = (memory.capacity_bytes - static) / memory.activations_per_sample_bytes
-    largest = max(0, math.floor(room)) if math.isfinite(room) else 0
-    return TrainingEstimate(
-        step_s=step, forward_s=forward, backward_s=backward, recompute_s=recompute, optimizer_s=opt_s,
-        bubble_s=bubble, communication_exposed_s=sum(r.exposed_s for r in comms.rows), micro_batches=mb,
-        tokens_per_step=float(run.global_batch * run.sequence), model_flops=model_flops,
-        hardware_flops=model_flops + rc_flops, peak_flops_per_s=hw.matrix_peak(run.precision.gemm)[0],
-        devices=par.devices, ops=tuple(rows), communication=tuple(comms.rows), memory=memory,
-        max_micro_batch=largest, power_w=run.system.power_w,
-    )  # fmt: skip
+    return max(0, math.floor(room)) if math.isfinite(room) else 0

@@ -56,7 +56,7 @@ def test_an_under_filled_matmul_gets_no_faster_as_k_grows() -> None:
     shapes=st.lists(
         st.tuples(st.integers(1, 40_000), st.integers(1, 40_000), st.integers(1, 40_000), st.integers(1, 8)),
         min_size=1,
-        max_size=1200,  # more than one chunk of the tile search (`_SEARCH_CHUNK`, roofline/ops/_matmul.py)
+        max_size=1200,  # more than one chunk of the tile search (`_SEARCH_CHUNK`, roofline/ops/_tile_search.py)
     )
 )
 def test_a_matmul_over_an_array_of_shapes_gives_each_shape_its_own_answer(
