@@ -10,6 +10,9 @@
 # Further arguments go to pytest (e.g. `scripts/test.sh --fast tests/roofline -x`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Compiled bytecode is kept (__pycache__, ignored by git): every xdist worker, server and CLI process the tests start
+# imports the same modules, and pytest caches its rewritten test modules there too.
+unset PYTHONDONTWRITEBYTECODE
 
 fast=0
 if [ "${1:-}" = "--fast" ]; then

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bench import heldout, intervals, loo, report, validate
+from tests.bench.conftest import group
 
 COMMITTED: dict[str, Any] = json.loads(heldout.FIGURES_PATH.read_text())
 TOLERANCE = report.TOLERANCE  # the accuracy baseline's half a percentage point
@@ -21,6 +22,8 @@ def fresh() -> dict[str, Any]:
     return heldout.figures()
 
 
+@pytest.mark.slow  # every measured table parsed
+@group("ops")
 def test_nothing_that_fits_or_chooses_reads_the_held_out_tables() -> None:
     """The validation set has no Hopper rows, and the modules that derive constants and bands never name the folder."""
     assert not {"h100-sxm", "h200-sxm"} & {g.device for g in validate.load()}

@@ -15,6 +15,7 @@ from bench import loo, validate
 from hardware_db import load_hardware
 from measured.datasets import Group, Part
 from schemas.ops import Matmul
+from tests.bench.conftest import group
 
 
 def _facts() -> loo.Facts:
@@ -98,6 +99,8 @@ def test_each_norm_is_the_candidate_with_the_least_error_on_the_training_rows() 
     assert (chosen.overlap_norm, chosen.memory_queueing_norm) == (4.0, 1.5)
 
 
+@pytest.mark.slow  # every measured table parsed
+@group("ops")
 def test_the_rules_on_the_a100_rows_give_the_shipped_constants() -> None:
     """bench/validate.py's scopes (2.5, 13.3, 10.4, 2, 13.1, 52, 47 µs, rounded there; the plateaus as cycles at the
     A100 profile's 1 410 MHz) and the 650 ns latency (rounded from ~0.68 TB/s in the profile's note) from the A100's
@@ -148,12 +151,16 @@ def test_a_narrow_ratio_is_the_achieved_share_of_peak_against_bf16_on_the_same_s
     assert float(quantise[0]) > 5e-6  # a 4096 × 8192 input: its amax and quantise passes are not negligible
 
 
+@pytest.mark.slow  # every measured table parsed
+@group("ops")
 def test_the_rule_on_every_device_with_quantised_rows_gives_the_shipped_narrow_efficiencies() -> None:
     groups = validate.load()
     derived = dict(loo.derive(loo.facts(groups), {g.device for g in groups}).narrow_matmul_efficiency)
     assert derived == dict(roofline.NARROW_MATMUL_EFFICIENCY)
 
 
+@pytest.mark.slow  # every measured table parsed
+@group("ops")
 def test_the_xla_floor_is_the_median_of_the_xla_devices_shortest_matmuls() -> None:
     """B200's shortest XLA matmul is 4.85 µs, gfx950's 3.44 µs (validation/xla): shipped 4.14 µs, their median; each
     device held out gets the other's; without an XLA device the scope falls back to the GEMM floor."""

@@ -11,6 +11,7 @@ import pytest
 
 from bench import validate
 from measured.datasets import data_dir, xla
+from tests.bench.conftest import group
 
 FAMILIES = {
     "aiconfigurator": {"gemm", "attention-context", "attention-generation"},
@@ -39,6 +40,8 @@ def test_every_source_family_and_device_is_reported(fresh: dict[str, Any]) -> No
     assert all(r["count"] > 0 and len(r["worst"]) == min(3, r["count"]) for r in fresh["ops"].values())
 
 
+@pytest.mark.slow  # every measured table parsed and predicted
+@group("ops")
 def test_the_command_writes_the_report_as_json(tmp_path: Path) -> None:
     out = tmp_path / "accuracy.json"
     assert validate.main(["--json", str(out), "--worst", "2"]) == 0
@@ -103,6 +106,8 @@ def test_leave_one_device_out_text_renders_every_constant() -> None:
     assert "without b200: 2.50 µs [b200]" in text
 
 
+@pytest.mark.slow  # every measured table parsed and predicted
+@group("ops")
 def test_the_warm_attention_scopes_differ_from_the_cold_ones_by_the_cache_state_alone() -> None:
     """TensorRT-LLM 1.3's attention tables are timed warm (docs/decisions/0035): their scopes carry the same fixed
     costs as the A100's cold ones, shipped and re-derived leave one device out, and only those tables use them."""
@@ -123,7 +128,7 @@ def test_the_warm_attention_scopes_differ_from_the_cold_ones_by_the_cache_state_
     context = validate.scopes_of(derived)["aiconfigurator-context-warm"]
     assert float(context.measured(np.asarray(2 * 1.8e-6), 1.965e9)) == pytest.approx(21_000 / 1.965e9)
     assert float(context.measured(np.asarray(2 * 1.8e-6 + 5e-6), 1.965e9)) == pytest.approx(21_000 / 1.965e9 + 5e-6)
-    groups = validate.load(data_dir())
+    groups = validate.load()
     warm_devices = {g.device for g in groups if validate.SCOPES[g.scope].warm_cache}
     assert warm_devices == GENERATIONS
     assert {g.family for g in groups if validate.SCOPES[g.scope].warm_cache} == {

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bench import validate_collectives
+from tests.bench.conftest import group
 
 DATASETS = {
     "aiconfigurator-nccl", "aiconfigurator-custom", "llmcompass", "vidur-a100_pairwise_nvlink", "vidur-a100_dgx",
@@ -48,6 +49,8 @@ def test_b200_rings_over_a_whole_node_meet_the_target(fresh: dict[str, Any]) -> 
         assert row["median_ape"] <= 0.15, (op, row["median_ape"])
 
 
+@pytest.mark.slow  # every collective table predicted
+@group("ops")
 def test_the_command_writes_the_report_as_json(tmp_path: Path) -> None:
     out = tmp_path / "collectives.json"
     assert validate_collectives.main(["--json", str(out)]) == 0

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from bench import validate_serving as vs
 from measured.datasets import data_dir, open_text, resolve
+from tests.bench.conftest import group
+
+# Every row simulated, once per test process (tests/bench/conftest.py), beside the baseline's serving section.
+ALL_ROWS = [pytest.mark.slow, group("serving")]
 
 
-def test_every_silicon_row_is_simulated_or_listed() -> None:
-    root = data_dir(None)
+@pytest.mark.parametrize("limit", [pytest.param(None, marks=ALL_ROWS), 12])  # all rows; a sample of 12
+def test_every_silicon_row_is_simulated_or_listed(limit: int | None) -> None:
+    root = vs.data_dir(data_dir(None))
     with open_text(resolve(root / vs.SILICON)) as f:
         total = sum(1 for _ in csv.DictReader(f))
-    rows, skipped = vs.silicon_rows(root, limit=120)
-    sampled = len(range(0, total, max(1, total // 120)))
+    rows, skipped = vs.silicon_rows(root, limit=limit)
+    sampled = len(range(0, total, max(1, total // limit))) if limit else total
     assert len(rows) + len(skipped) == sampled
     assert rows, "some rows are expressible"
     assert all(s["why"] for s in skipped)
@@ -45,14 +52,15 @@ def test_aggregated_layouts_written_as_tensor_times_expert_are_read_as_the_engin
     assert vs.agg_layout(row | {"tp_size": "8", "moe_tp_size": "2"}) == (8, 1, 4)
 
 
+@pytest.mark.slow
+@group("serving")
 def test_disaggregated_rows_without_worker_counts_are_listed_not_guessed() -> None:
-    root = data_dir(None)
+    root = vs.data_dir(data_dir(None))
     with open_text(resolve(root / vs.SILICON)) as f:
         table = list(csv.DictReader(f))
-    sample = table[:: max(1, len(table) // 120)]
-    unknown = {r["id"] for r in sample if r["mode"] == "disagg" and not r["decode_num_workers"]}
-    assert unknown, "the sample holds disaggregated rows without worker counts"
-    rows, skipped = vs.silicon_rows(root, limit=120)
+    unknown = {r["id"] for r in table if r["mode"] == "disagg" and not r["decode_num_workers"]}
+    assert unknown, "the table holds disaggregated rows without worker counts"
+    rows, skipped = vs.silicon_rows(root)
     assert not unknown & {r["id"] for r in rows}
     assert {s["id"] for s in skipped if "without worker counts" in s["why"]} == unknown
 
