@@ -90,6 +90,16 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         schema.drop()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--databases=sqlite` also leaves out the tests that name PostgreSQL as their backend themselves."""
+    if config.getoption("databases") != "sqlite":
+        return
+    on_postgresql = [i for i in items if "postgresql" in getattr(getattr(i, "callspec", None), "params", {}).values()]
+    if on_postgresql:
+        config.hook.pytest_deselected(items=on_postgresql)
+        items[:] = [i for i in items if i not in on_postgresql]
+
+
 @pytest.fixture(scope="session")
 def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A migrated database with the built-in catalogue loaded, shared by the tests of one backend."""
