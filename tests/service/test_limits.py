@@ -254,8 +254,8 @@ def test_plan_max_devices_and_batch(client: TestClient) -> None:
 FLEET = 1 << 20  # devices of one job (schemas.limits.MAX_DEVICES)
 TRAINING = {"model": "llama-3-8b", "hardware": "h100-sxm", "sequence": 8192, "micro_batch": 1, "global_batch": FLEET}
 TRAINING_PLAN = {**{k: v for k, v in TRAINING.items() if k != "micro_batch"}, "train_tokens": 1e12}
-SERVING = {"model": "llama-3-8b", "hardware": "h100-sxm", "load": {"concurrency": 8, "requests": 64,
-           "prompt_tokens": {"kind": "fixed", "value": 512}, "output_tokens": {"kind": "fixed", "value": 64}}}  # fmt: skip
+LENGTHS = {"prompt_tokens": {"kind": "fixed", "value": 512}, "output_tokens": {"kind": "fixed", "value": 64}}
+SERVING = {"model": "llama-3-8b", "hardware": "h100-sxm", "load": {"concurrency": 8, "requests": 64, **LENGTHS}}
 
 
 @pytest.mark.parametrize(
@@ -300,7 +300,8 @@ def test_a_parallelism_degree_inside_a_replica_stays_at_4096(
 def test_a_plan_whose_traffic_needs_more_than_2_to_the_20_devices(client: TestClient) -> None:
     """10²² requests/s: ~10¹⁹ units of one H100, past 2⁶⁴ as an integer (a 500 from the encoder before the bound)."""
     traffic = {**PLAN["traffic"], "requests_per_s": 1e22}
-    response = client.post("/v1/plan", json={**PLAN, "traffic": traffic, "search": {"tensor": [1], "max_num_seqs": [8]}})
+    search = {"tensor": [1], "max_num_seqs": [8]}
+    response = client.post("/v1/plan", json={**PLAN, "traffic": traffic, "search": search})
     detail = assert_error(response, 422, "validation_error", "body.traffic")
     assert "more than 1048576 devices" in detail["message"]
 
