@@ -46,13 +46,15 @@ MAX_WORKLOAD_REQUESTS = 4096  # request shapes of one inference workload
 # and the body of a trace of that many stays near 6 MB).
 MAX_SERVING_REQUESTS = 100_000
 # POST /v1/estimate/serving, aggregated: each engine's share of the requests is its own event loop, and engines whose
-# shares are alike run one (roofline.serving.loops: fixed lengths give a handful whatever the replicas). A loop costs
-# ~0.3 ms and its requests' iterations (`bench.serving_speed`); 4 096 loops, the replicas the API took before fleets
-# reached MAX_DEVICES, stay within a second or two. More different shares is a 422 naming body.replicas.
+# shares are alike run one (roofline.serving.loops: fixed lengths give a handful whatever the replicas). 4 096 loops,
+# the replicas the API took before fleets reached MAX_DEVICES, stay within a second or two (`bench.serving_speed`'s
+# fleet case: 4 096 loops over 10 000 log-normal requests, 1.5 s on a busy 2-core host). More is a 422 naming
+# body.replicas.
 MAX_SERVING_LOOPS = 4096
 # POST /v1/estimate/serving, disaggregated: one event loop over both pools, where every event cuts the pure-decode
-# stretch of each busy engine, so its work grows as (engines that get requests) × requests (~1 µs each on 2 cores).
-# 2²² is 64 engines of each pool under a 32 768-request load, a few seconds; more is a 422 naming the larger pool.
+# stretch of each busy engine, so its work grows as (engines that get requests) × requests, ~2 µs each on a busy
+# 2-core host: 2²², 64 engines of each pool under 32 768 overloading requests, took 12 s there (one engine each: 3 s),
+# inside the 30 s request time limit. More is a 422 naming the larger pool.
 MAX_SERVING_ENGINE_REQUESTS = 1 << 22
 MAX_SERVING_SEQS = 65_536  # max_num_seqs: the iteration-time surface has one point per sequence count up to 512
 MAX_KV_BLOCK_TOKENS = 1024  # vLLM's largest --block-size choice is 128; TensorRT-LLM's tokens_per_block is 8-128
