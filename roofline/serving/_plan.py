@@ -11,7 +11,8 @@ under a closed loop, the best throughput that meets the latency objectives, then
 2. The objectives are checked on the chosen percentile of TTFT, TPOT and end-to-end latency at that point.
 3. The fleet is ⌈demand / X⌉ units. The best candidates are then checked under the traffic itself: one unit's share
    of Poisson arrivals (random routing; least-loaded routing only does better); a fleet that misses there gets
-   more units, up to `MAX_GROWTH` times, and its figures are those of the checked fleet.
+   more units, up to `MAX_GROWTH` times and within the fleet limit the caller gives, and its figures are those of
+   the checked fleet.
 """
 
 from __future__ import annotations
