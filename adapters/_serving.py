@@ -22,6 +22,7 @@ from roofline.serving import (
     Speculation,
 )
 from roofline.serving import requests as draw
+from schemas import limits
 from schemas.hardware import HardwareSpec
 from schemas.inference import Implementation
 from schemas.models import ModelSpec
@@ -139,11 +140,38 @@ def estimate_serving(
         ready = roofline.serving.prepare(front, requests, back)
     except ServingConfigError as err:
         raise InvalidField(f"body.{err.field}", err.message) from None
+    check_work(body, requests, ready)
     obj = body.objectives
     est = roofline.serving.estimate_serving(
         front, requests, Objectives(obj.ttft_s, obj.tpot_s, obj.e2e_s), back, body.series, prepared=ready
     )
     return render_serving(body, model_name, hw_name, est, ready)
+
+
+def check_work(body: ServingRequest, requests: Requests, ready: roofline.serving.ServingRun) -> None:
+    """`InvalidField` when the simulation would run more event loops (aggregated) or route more engine × request
+    pairs (disaggregated) than `schemas.limits` allows, before any runs."""
+    n = requests.count
+    if ready.back is None:
+        loops = roofline.serving.loops(requests, ready.front)
+        if loops > limits.MAX_SERVING_LOOPS:
+            raise InvalidField(
+                "body.replicas",
+                f"the {ready.front.engines} engines (replicas × pipeline × attention_data) get {loops} different "
+                f"shares of the {n} requests, each simulated on its own; at most {limits.MAX_SERVING_LOOPS} are "
+                "allowed: fewer replicas or requests (engines whose shares are alike, as with fixed lengths, share "
+                "one)",
+            )
+        return
+    front, back = min(ready.front.engines, n), min(ready.back.engines, n)
+    if (front + back) * n > limits.MAX_SERVING_ENGINE_REQUESTS:
+        pool = "prefill" if front >= back else "decode"
+        raise InvalidField(
+            f"body.{pool}.workers",
+            f"{front} prefill and {back} decode engines that get requests × {n} requests is "
+            f"{(front + back) * n} engine-requests to simulate in one loop; at most "
+            f"{limits.MAX_SERVING_ENGINE_REQUESTS} are allowed: fewer workers or requests",
+        )
 
 
 def band_stats(dist: roofline.serving.Distribution, factors: tuple[float, float] | None) -> dict[str, Any]:

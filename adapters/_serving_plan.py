@@ -16,6 +16,7 @@ from adapters._plan_export import Shape, export
 from adapters._serving import _lengths, _scheduler, band_stats
 from adapters._traces import Trace
 from roofline.serving import Deployment, EngineSpec, Targets
+from schemas import limits
 from schemas.inference import Dtypes, Implementation
 from schemas.models import ModelSpec
 from schemas.plan import PlanRequest, Role
@@ -191,13 +192,19 @@ def plan_serving(
     targets = Targets(o.ttft_s, o.tpot_s, o.e2e_s, o.percentile.value, o.margin)
     result = roofline.serving.plan_serving(
         deployments, prices, prompt, output, targets, demand, body.max_results, body.traffic.seed,
-        body.search.max_devices, PLAN_DEADLINE_S,
+        body.search.max_devices, PLAN_DEADLINE_S, limits.MAX_DEVICES,
     )  # fmt: skip
     for i, field, message in result.invalid:
         c = kept[i]
         invalid.append(f"{c.label(hardware[c.hardware].name)}: {field}: {message}")
     if not result.entries and not result.pruned and not result.unfinished:
         shown = "; ".join(invalid[:3])
+        if result.invalid and all(field == "traffic" for _, field, _ in result.invalid):
+            raise InvalidField(
+                "body.traffic",
+                f"every candidate that runs needs a fleet of more than {limits.MAX_DEVICES} devices for this traffic: "
+                f"{shown}",
+            )
         raise InvalidField(
             "body.search",
             f"none of the {len(all_candidates)} candidates can run (more devices per engine, narrower dtypes or a "

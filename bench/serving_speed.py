@@ -6,6 +6,10 @@ simulation run, as `POST /v1/estimate/serving` does them (median of repeats; mac
 Cases: Llama-3-8B on one H100 and Llama-3-70B on TP4, a closed loop of 256 clients (2 048 / 256 tokens), with the
 chunked, continuous and static schedulers, and an open Poisson loop at 8 requests/s with log-normal lengths.
 Target (issue 20): 10 000 requests in under 300 ms of server time.
+
+And a fleet (issue 39): Llama-3-8B on 2²⁰ replicas under 4 096 clients with log-normal lengths, each client's
+requests on an engine of its own, every engine's share different: 4 096 event loops, the most an aggregated
+estimate may run (`schemas.limits.MAX_SERVING_LOOPS`).
 """
 
 from __future__ import annotations
@@ -44,14 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     prompts = draw.lengths(rng, n, "lognormal", "prompt", mean=1500, std=800)
     outputs = draw.lengths(rng, n, "lognormal", "output", mean=300, std=150)
     open_loop = Requests(np.minimum(prompts, 7000), outputs, draw.arrivals(rng, n, 8.0), 0)
+    fleet = Requests(np.minimum(prompts, 7000), outputs, None, 4096)
     cases = [
-        ("llama-3-8b", 1, "chunked", closed), ("llama-3-8b", 1, "continuous", closed),
-        ("llama-3-8b", 1, "static", closed), ("llama-3-70b", 4, "chunked", closed),
-        ("llama-3-8b", 1, "chunked", open_loop),
+        ("llama-3-8b", 1, "chunked", closed, 1), ("llama-3-8b", 1, "continuous", closed, 1),
+        ("llama-3-8b", 1, "static", closed, 1), ("llama-3-70b", 4, "chunked", closed, 1),
+        ("llama-3-8b", 1, "chunked", open_loop, 1), ("llama-3-8b", 1, "chunked", fleet, 1 << 20),
     ]  # fmt: skip
-    print(f"{'case':44} {'surface ms':>10} {'simulate ms':>11} {'total ms':>9} {'iterations':>10}")
-    for model, tensor, kind, req in cases:
-        spec = _case(model, tensor, kind)
+    print(f"{'case':52} {'surface ms':>10} {'simulate ms':>11} {'total ms':>9} {'iterations':>10} {'loops':>6}")
+    for model, tensor, kind, req, replicas in cases:
+        spec = replace(_case(model, tensor, kind), replicas=replicas)
         if kind == "static":
             spec = replace(spec, scheduler=replace(spec.scheduler, max_num_seqs=64))
         build, sim = [], []
@@ -65,10 +70,12 @@ def main(argv: list[str] | None = None) -> int:
             build.append(t1 - t0)
             sim.append(t2 - t1)
         b, s = statistics.median(build) * 1e3, statistics.median(sim) * 1e3
-        loop = "closed 256" if req.concurrency else "poisson 8/s"
+        loop = f"closed {req.concurrency}" if req.concurrency else "poisson 8/s"
+        loop += f" ×{replicas} replicas" if replicas > 1 else ""
+        loops = roofline.serving.loops(req, ready.front)
         assert est is not None
-        print(f"{model + ' tp' + str(tensor) + ' ' + kind + ' ' + loop:44} {b:10.1f} {s:11.1f} {b + s:9.1f} "
-              f"{est.iterations:10d}")  # fmt: skip
+        print(f"{model + ' tp' + str(tensor) + ' ' + kind + ' ' + loop:52} {b:10.1f} {s:11.1f} {b + s:9.1f} "
+              f"{est.iterations:10d} {loops:6d}")  # fmt: skip
     return 0
 
 

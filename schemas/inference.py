@@ -31,7 +31,8 @@ from schemas.models import ModelCreate
 from schemas.ops import AttentionImpl
 
 Tokens = Annotated[int, Field(gt=0, le=limits.MAX_TOKENS, description="Tokens, 1 … 2 097 152.")]
-Degree = Annotated[int, Field(ge=1, le=limits.MAX_DEGREE)]
+Degree = Annotated[int, Field(ge=1, le=limits.MAX_DEGREE)]  # one parallelism degree inside a replica
+Fleet = Annotated[int, Field(ge=1, le=limits.MAX_DEVICES)]  # devices, replicas or workers of a job or a fleet
 MAX_BATCH_ITEMS = limits.MAX_BATCH_ITEMS
 SlugRef = Annotated[str, Field(min_length=1, max_length=limits.SLUG_LENGTH)]
 
@@ -184,7 +185,7 @@ class Implementation(InputModel):
 class ParallelismSpec(InputModel):
     tensor: Degree = Field(default=1, description="Megatron tensor parallelism: weights and heads split t ways.")
     pipeline: Degree = Field(default=1, description="Pipeline stages (GPipe), layers split evenly.")
-    data: Degree | None = Field(
+    data: Fleet | None = Field(
         default=None, description="Data-parallel replicas, each serving `workload`; default devices / (t·p)."
     )
     expert: Degree = Field(
@@ -225,7 +226,7 @@ class InferenceRequest(EstimateContext, PlainPaths):
     """`hardware`, `hardware_patch` and `options` (launch overhead, efficiencies) as for op estimates."""
 
     model: ModelRef
-    devices: Degree | None = Field(default=None, description="Devices in all; default tensor × pipeline × data.")
+    devices: Fleet | None = Field(default=None, description="Devices in all; default tensor × pipeline × data.")
     parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
     workload: InferenceWorkload
     dtypes: Dtypes = Field(default_factory=Dtypes)

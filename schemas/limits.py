@@ -45,6 +45,17 @@ MAX_WORKLOAD_REQUESTS = 4096  # request shapes of one inference workload
 # POST /v1/estimate/serving: requests simulated (10 000 take ~50 ms on 2 cores; 100 000 stay within a second or two
 # and the body of a trace of that many stays near 6 MB).
 MAX_SERVING_REQUESTS = 100_000
+# POST /v1/estimate/serving, aggregated: each engine's share of the requests is its own event loop, and engines whose
+# shares are alike run one (roofline.serving.loops: fixed lengths give a handful whatever the replicas). 4 096 loops,
+# the replicas the API took before fleets reached MAX_DEVICES, stay within a second or two (`bench.serving_speed`'s
+# fleet case: 4 096 loops over 10 000 log-normal requests, 1.5 s on a busy 2-core host). More is a 422 naming
+# body.replicas.
+MAX_SERVING_LOOPS = 4096
+# POST /v1/estimate/serving, disaggregated: one event loop over both pools, where every event cuts the pure-decode
+# stretch of each busy engine, so its work grows as (engines that get requests) × requests, ~2 µs each on a busy
+# 2-core host: 2²², 64 engines of each pool under 32 768 overloading requests, took 12 s there (one engine each: 3 s),
+# inside the 30 s request time limit. More is a 422 naming the larger pool.
+MAX_SERVING_ENGINE_REQUESTS = 1 << 22
 MAX_SERVING_SEQS = 65_536  # max_num_seqs: the iteration-time surface has one point per sequence count up to 512
 MAX_KV_BLOCK_TOKENS = 1024  # vLLM's largest --block-size choice is 128; TensorRT-LLM's tokens_per_block is 8-128
 MAX_DECODE_SAMPLES = 1 << 17  # decode steps evaluated one by one (beyond: interpolated)
@@ -63,13 +74,24 @@ MAX_ELEMENTS = 1 << 40
 # Tokens of one request: 2 097 152 is twice the longest context any model ships (1M).
 MAX_TOKENS = 1 << 21
 MAX_BATCH = 1 << 20  # requests per replica
-MAX_DEGREE = 4096  # one parallelism degree (tensor, pipeline, data, expert) and the devices of one inference run
+# Devices of one job: a training job (its data-parallel degree and a hybrid shard group too), a serving fleet
+# (replicas, disaggregated workers, a plan's fleets), an inference run's replicas, a collective's participants, a torus
+# slice (the product of its axes). Llama 3 405B trained on 16 384 H100s (Meta, "The Llama 3 Herd of Models", 2024,
+# §3.3) and clusters of 100 000 GPUs and more run today: 2²⁰ = 1 048 576 is ten times those. No request's work grows
+# with it: a collective's time is a formula in the count, a training step and the training plan's search cost per
+# layout, a serving simulation runs a loop per distinct share of its requests (MAX_SERVING_LOOPS) and a plan sizes
+# its fleets by arithmetic (a fleet past this many devices is refused, naming body.traffic).
+MAX_DEVICES = 1 << 20
+# One parallelism degree inside a replica: tensor, pipeline, context, expert (and virtual pipeline stages). Each must
+# divide a model's heads, layers, sequence or experts (the largest models have 128 query heads, ~126 layers and 512
+# experts; Llama 3 405B ran TP 8, PP 16, CP 16: §3.3.2, Table 4), so 4 096 is far past any degree that divides one.
+# It is not a fleet size: data parallelism, replicas and devices are bounded by MAX_DEVICES.
+MAX_DEGREE = 4096
 # POST /v1/estimate/training `global_batch` (sequences per optimizer step): 16 M sequences is 8 000 times the largest
 # published (GPT-3's 3.2 M tokens are 1 536 sequences); it keeps global_batch × sequence inside float64's exact range.
 MAX_GLOBAL_BATCH = 1 << 24
 # POST /v1/estimate/training `train_tokens`: 1e15 tokens is ~70 times the largest published training run (15 T).
 MAX_TRAIN_TOKENS = 1e15
-MAX_DEVICES = 1_000_000  # a collective's participants; also a torus slice (the product of its axes)
 MAX_LAYERS = 1 << 16  # the largest models have ~130; the inference model allocates per layer
 MAX_HEADS = 1 << 16
 MAX_CONTEXT_TOKENS = 1 << 31

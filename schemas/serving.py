@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 from schemas import limits
 from schemas.common import InputModel, PositiveFloat
 from schemas.estimates import EstimateContext
-from schemas.inference import AllReduceImpl, Degree, Dtypes, ModelRef, PlainPaths, Tokens
+from schemas.inference import AllReduceImpl, Degree, Dtypes, Fleet, ModelRef, PlainPaths, Tokens
 from schemas.traces import TraceId, TraceRequest
 
 
@@ -136,7 +136,7 @@ class ServingParallelism(InputModel):
 class WorkerPool(InputModel):
     """A disaggregated pool: `workers` engines, each on `parallelism`."""
 
-    workers: Annotated[int, Field(ge=1, le=limits.MAX_DEGREE)] = 1
+    workers: Fleet = 1
     parallelism: ServingParallelism = Field(default_factory=ServingParallelism)
     engine: EngineOptions = Field(default_factory=EngineOptions)
 
@@ -224,9 +224,7 @@ class Objectives(InputModel):
 class ServingRequest(EstimateContext, PlainPaths):
     model: ModelRef
     mode: Mode = Mode.aggregated
-    replicas: Annotated[int, Field(ge=1, le=limits.MAX_DEGREE)] = Field(
-        default=1, description="Aggregated: engines, each on `parallelism`'s devices."
-    )
+    replicas: Fleet = Field(default=1, description="Aggregated: engines, each on `parallelism`'s devices.")
     parallelism: ServingParallelism = Field(default_factory=ServingParallelism)
     engine: EngineOptions = Field(default_factory=EngineOptions)
     prefill: WorkerPool | None = Field(default=None, description="Disaggregated: the prefill workers.")

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from schemas import limits
 from schemas.common import InputModel, PositiveFloat
 from schemas.estimates import EstimateContext
-from schemas.inference import Degree, ModelRef, PlainPaths, Tokens
+from schemas.inference import Degree, Fleet, ModelRef, PlainPaths, Tokens
 
 
 class Schedule(StrEnum):
@@ -59,7 +59,7 @@ class TrainingParallelismSpec(InputModel):
         default=1, description="Model chunks per device under the interleaved schedule."
     )
     context: Degree = Field(default=1, description="Context parallelism: the sequence split over devices.")
-    data: Degree | None = Field(
+    data: Fleet | None = Field(
         default=None, description="Data-parallel replicas; default devices / (tensor × context × pipeline)."
     )
     expert: Degree = Field(default=1, description="Expert parallelism over the data group (mixture of experts).")
@@ -72,7 +72,7 @@ class ShardingSpec(InputModel):
     fsdp: Literal["full", "hybrid"] | None = Field(
         default=None, description="PyTorch FSDP: full (= ZeRO-3) or hybrid (shard in a group, replicate across)."
     )
-    shard_group: Degree | None = Field(
+    shard_group: Fleet | None = Field(
         default=None, description="Devices a hybrid shard spans (must divide data); default the whole data group."
     )
 
@@ -97,7 +97,7 @@ class TrainingRequest(EstimateContext, PlainPaths):
     """`hardware`, `hardware_patch` and `options` (launch overhead, efficiencies) as for op estimates."""
 
     model: ModelRef
-    devices: Degree | None = Field(default=None, description="Devices in all; must equal the parallelism's product.")
+    devices: Fleet | None = Field(default=None, description="Devices in all; must equal the parallelism's product.")
     parallelism: TrainingParallelismSpec = Field(default_factory=TrainingParallelismSpec)
     sharding: ShardingSpec = Field(default_factory=ShardingSpec)
     sequence: Tokens = Field(description="Tokens per sequence.")

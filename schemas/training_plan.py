@@ -18,7 +18,7 @@ from pydantic import BaseModel, Discriminator, Field, Tag, ValidationInfo, field
 from schemas import limits
 from schemas.common import PositiveFloat
 from schemas.estimates import EstimateContext
-from schemas.inference import Degree, ModelRef, PlainPaths, Tokens
+from schemas.inference import Degree, Fleet, ModelRef, PlainPaths, Tokens
 from schemas.training import (
     GRADIENT_BUCKETS,
     GradientBuckets,
@@ -39,9 +39,9 @@ MAX_CANDIDATES = limits.MAX_TRAINING_PLAN_CANDIDATES
 class DeviceRange(PlainPaths):
     """Device counts min, min + step, … ≤ max."""
 
-    min: Degree
-    max: Degree
-    step: Degree = Field(default=1, description="e.g. 8 for whole 8-GPU nodes.")
+    min: Fleet
+    max: Fleet
+    step: Fleet = Field(default=1, description="e.g. 8 for whole 8-GPU nodes.")
 
     @model_validator(mode="after")
     def _bounded(self) -> DeviceRange:
@@ -60,7 +60,7 @@ def _devices_tag(value: Any) -> str:
 
 
 Devices = Annotated[
-    Annotated[Degree, Tag("count")] | Annotated[DeviceRange, Tag("range")],
+    Annotated[Fleet, Tag("count")] | Annotated[DeviceRange, Tag("range")],
     Discriminator(_devices_tag),
     Field(description="Devices in all, or a range of counts to search (each count's layouts are searched)."),
 ]

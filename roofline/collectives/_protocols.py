@@ -88,7 +88,7 @@ def cost(
     bandwidth = np.zeros_like(latency)
     total = np.zeros_like(latency)
     for name, link, steps, link_bytes in steps_list:
-        if name == BUFFER_COPY and protocol != "simple":
+        if name.startswith(BUFFER_COPY) and protocol != "simple":  # a level's copy too ("buffer copy within nodes")
             continue
         b = np.asarray(link_bytes, dtype=np.float64)
         if link.timing == "per_hop_max":  # hardware-synchronised: each hop is latency- or bandwidth-bound (SB-SH)

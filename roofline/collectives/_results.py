@@ -45,7 +45,7 @@ class Candidate:
 
     @property
     def bytes_per_link(self) -> Array:
-        out: Array = np.sum([p.bytes_per_link for p in self.phases if p.name != BUFFER_COPY], axis=0)
+        out: Array = np.sum([p.bytes_per_link for p in self.phases if not p.name.startswith(BUFFER_COPY)], axis=0)
         return out
 
 

@@ -41,7 +41,7 @@ from roofline.serving._plan import (
     size,
 )
 from roofline.serving._results import Distribution, Objectives, ServingBand, ServingEstimate, band_factors, summarise
-from roofline.serving._simulator import Pool, Trace, simulate
+from roofline.serving._simulator import Pool, Trace, loops, simulate
 from roofline.serving._surface import IterationSurface
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "check_at_traffic",
     "estimate_serving",
     "kv_pool_blocks",
+    "loops",
     "operating_point",
     "pareto",
     "plan_serving",

@@ -11,7 +11,8 @@ under a closed loop, the best throughput that meets the latency objectives, then
 2. The objectives are checked on the chosen percentile of TTFT, TPOT and end-to-end latency at that point.
 3. The fleet is ⌈demand / X⌉ units. The best candidates are then checked under the traffic itself: one unit's share
    of Poisson arrivals (random routing; least-loaded routing only does better); a fleet that misses there gets
-   more units, up to `MAX_GROWTH` times, and its figures are those of the checked fleet.
+   more units, up to `MAX_GROWTH` times and within the fleet limit the caller gives, and its figures are those of
+   the checked fleet.
 """
 
 from __future__ import annotations
@@ -256,23 +257,34 @@ class Sized:
     iterations: int = 0  # the traffic checks' simulated iterations, about: requests × (⌈prompt / budget⌉ + 2)
 
 
-def size(dep: Deployment, point: Point, demand_rps: float) -> Sized:
-    units = max(1, math.ceil(demand_rps / point.requests_per_s - 1e-9))
+def size(dep: Deployment, point: Point, demand_rps: float, fleet_limit: int | None = None) -> Sized:
+    """⌈demand / X⌉ units. Raises `ServingConfigError` (field `traffic`) when they would hold more than `fleet_limit`
+    devices: such a fleet is no answer, and its count need not fit an integer a JSON reader takes."""
+    need = demand_rps / point.requests_per_s if point.requests_per_s > 0 else math.inf
+    if fleet_limit is not None and not (need < fleet_limit + 1 and math.ceil(need - 1e-9) * dep.devices <= fleet_limit):
+        raise ServingConfigError(
+            "traffic",
+            f"the traffic needs {need:.4g} units of {dep.devices} devices, more than the {fleet_limit} devices a "
+            "fleet may have",
+        )
+    units = max(1, math.ceil(need - 1e-9))
     return Sized(units, units * dep.devices, demand_rps / (units * point.requests_per_s))
 
 
 def check_at_traffic(
     dep: Deployment, point: Point, sized: Sized, prompt: IntArray, output: IntArray, targets: Targets,
-    build: SurfaceCache, demand_rps: float, seed: int,
+    build: SurfaceCache, demand_rps: float, seed: int, fleet_limit: int | None = None,
 ) -> Sized:  # fmt: skip
-    """Simulate one unit's share of the traffic; while it misses, add units (10 % at a time, at least one)."""
+    """Simulate one unit's share of the traffic; while it misses, add units (10 % at a time, at least one), as long
+    as the fleet stays within `fleet_limit` devices."""
     units = sized.units
     at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
     runs = 1
     for _ in range(MAX_GROWTH):
-        if not at.misses:
+        grown = units + max(1, math.ceil(0.1 * units))
+        if not at.misses or (fleet_limit is not None and grown * dep.devices > fleet_limit):
             break
-        units += max(1, math.ceil(0.1 * units))
+        units = grown
         at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
         runs += 1
     n = _check_requests(clients(dep))
@@ -372,13 +384,14 @@ def _batch(dep: Deployment) -> int:
 def plan_serving(
     candidates: Sequence[Deployment], prices: Sequence[float | None], prompt: IntArray, output: IntArray,
     targets: Targets, demand_rps: float, max_results: int = 10, seed: int = 0, max_devices: int | None = None,
-    deadline_s: float = math.inf,
+    deadline_s: float = math.inf, fleet_limit: int | None = None,
 ) -> ServingPlan:  # fmt: skip
     """Evaluate every candidate's operating point, size each for `demand_rps` requests per second, check the best
     under the traffic (best-first: a check only adds units, so an unchecked candidate's rank is a bound), and rank
     those that meet by cost per hour (when every candidate has a price) or devices. Candidates run smallest batch
     first; once an engine misses the TPOT objective at a batch, its larger batches (more clients, each iteration
-    longer) are not simulated and are counted as `pruned`."""
+    longer) are not simulated and are counted as `pruned`. A candidate whose fleet would hold more than `fleet_limit`
+    devices is invalid (field `traffic`)."""
     longest = int((prompt + output).max())
     specs = [s for d in candidates for s in (d.front, d.back) if s is not None]
     tokens = max((_tokens(s.scheduler, int(prompt.max())) for s in specs), default=1)
@@ -401,12 +414,13 @@ def plan_serving(
             continue
         try:
             point = operating_point(dep, prompt, output, targets, build)
+            if any(c.objective == "tpot_s" and c.ratio > 1.0 for c in point.checks):
+                slow.add(family)
+            sized = size(dep, point, demand_rps, fleet_limit)
         except ValueError as err:
             invalid.append((i, getattr(err, "field", "parallelism"), getattr(err, "message", str(err))))
             continue
-        if any(c.objective == "tpot_s" and c.ratio > 1.0 for c in point.checks):
-            slow.add(family)
-        entries.append(Entry(i, dep, point, size(dep, point, demand_rps), price, max_devices))
+        entries.append(Entry(i, dep, point, sized, price, max_devices))
     entries.sort(key=lambda e: e.index)
     priced = all(p is not None for p in prices)
 
@@ -427,7 +441,8 @@ def plan_serving(
         if done:
             feasible.append(e)
             continue
-        sized = check_at_traffic(e.deployment, e.point, e.sized, prompt, output, targets, build, demand_rps, seed)
+        sized = check_at_traffic(e.deployment, e.point, e.sized, prompt, output, targets, build, demand_rps, seed,
+                                 fleet_limit)  # fmt: skip
         checked += 1
         simulated += sized.iterations
         e = replace(e, sized=sized)

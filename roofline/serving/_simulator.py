@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.serving._config import Requests, Scheduler
+from roofline.serving._config import IntArray, Requests, Scheduler
 from roofline.serving._engine import INF, Engine
 from roofline.serving._surface import IterationSurface
 
@@ -90,18 +90,25 @@ class Simulation:
         self.transfer = transfer_s
         self.events: list[tuple[float, int, int, int]] = []
         self.seq = 0
+        # Requests go to the least loaded engine, the first of equals: with n requests, one of the first n engines is
+        # always empty when a request is routed (the other n − 1 hold the rest at most), so engines past the n-th never
+        # get one and are not made.
         self.front = [Engine(self, pool.surface, pool.scheduler, "both" if decode_pool is None else "prefill",
-                             pool.launch_s) for _ in range(pool.engines)]  # fmt: skip
+                             pool.launch_s) for _ in range(min(pool.engines, n))]  # fmt: skip
         self.back = (
             [
                 Engine(self, decode_pool.surface, decode_pool.scheduler, "decode", decode_pool.launch_s)
-                for _ in range(decode_pool.engines)
+                for _ in range(min(decode_pool.engines, n))
             ]
             if decode_pool is not None
             else []
         )
         self.engines = self.front + self.back
         self.index = {id(e): i for i, e in enumerate(self.engines)}
+        # Each pool's engines by (load, position), lazily: an engine's entry is pushed again whenever its load may
+        # have changed (a request routed to it, its iteration started or ended) and stale entries are dropped when
+        # they come to the top, so the top valid entry is the least loaded engine, the first of equals.
+        self.loads = [[(0, i) for i in range(len(self.front))], [(0, i) for i in range(len(self.back))]]
         self.pending: deque[int] = deque()
 
     # -- callbacks from engines ----------------------------------------------------------------------------------
@@ -179,12 +186,14 @@ class Simulation:
             if kind == END:
                 engine = engines[a]
                 engine.finish(now)
+                self._moved(engine)
                 idle.append(engine)
             else:
                 if kind == ARRIVE:
                     trace.arrival[a] = now
-                target = self._route(self.front if kind == ARRIVE else self.back)
+                target = self._route(1 if kind == HANDOFF else 0)
                 target.waiting.append(a)
+                self._moved(target)
                 if not target.busy:
                     idle.append(target)
             if idle:
@@ -200,14 +209,76 @@ class Simulation:
 
     def _start(self, engine: Engine, now: float, horizon: float) -> None:
         end = engine.start(now, horizon)
+        self._moved(engine)
         if end is not None:
             self.push(end, END, self.index[id(engine)])
 
-    def _route(self, engines: list[Engine]) -> Engine:
-        """The least loaded engine (fewest requests held; the first of equals)."""
+    @staticmethod
+    def _load(engine: Engine) -> int:
+        return len(engine.waiting) + len(engine.prefilling) + engine.decoding
+
+    def _moved(self, engine: Engine) -> None:
+        """Record `engine`'s load in its pool's heap (after anything that may change it)."""
+        if len(self.engines) == 1:
+            return
+        i = self.index[id(engine)]
+        pool, at = (0, i) if i < len(self.front) else (1, i - len(self.front))
+        if len((self.front, self.back)[pool]) > 1:
+            heapq.heappush(self.loads[pool], (self._load(engine), at))
+
+    def _route(self, pool: int) -> Engine:
+        """The least loaded engine of the front (0) or back (1) pool: fewest requests held, the first of equals."""
+        engines, heap = (self.front, self.back)[pool], self.loads[pool]
         if len(engines) == 1:
             return engines[0]
-        return min(engines, key=lambda e: len(e.waiting) + len(e.prefilling) + e.decoding)
+        while self._load(engines[heap[0][1]]) != heap[0][0]:
+            heapq.heappop(heap)
+        return engines[heap[0][1]]
+
+
+@dataclass(frozen=True)
+class _Shares:
+    """The requests each aggregated engine gets, `ids[e, :length[e]]` (a closed loop's clients dealt round-robin
+    to every engine that has one, or every R-th arrival of an open loop; engines left without a request are left
+    out), and which shares are alike: `group[e]` numbers them in order of first appearance, `first[g]` is where
+    group g first appears."""
+
+    ids: IntArray
+    length: IntArray
+    concurrency: IntArray
+    group: IntArray
+    first: IntArray
+
+
+def _shares(requests: Requests, engines: int) -> _Shares:
+    n, conc = requests.count, requests.concurrency
+    active = min(engines, conc) if conc else min(engines, n)
+    rows = -(-n // active)
+    ids = np.arange(rows * active).reshape(rows, active).T  # engine e: e, e + active, e + 2·active, …
+    held = ids < n
+    ids = np.where(held, ids, 0)
+    clients = np.zeros(active, dtype=np.int64)
+    if conc:
+        clients += conc // active + (np.arange(active) < conc % active)
+    # Alike: the same lengths in the same order, the same clients, arrivals the same apart (padding: −1).
+    columns = [np.where(held, requests.prompt[ids], -1), np.where(held, requests.output[ids], -1)]
+    if requests.arrival_s is not None:
+        arrival = requests.arrival_s[ids]
+        columns.append(np.where(held, arrival - arrival[:, :1], -1.0))
+    features = np.hstack([*(c.astype(np.float64) for c in columns), clients[:, None].astype(np.float64)])
+    _, first, group = np.unique(features, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # groups renumbered in order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return _Shares(ids, held.sum(axis=1), clients, rank[group.ravel()], first[order])
+
+
+def loops(requests: Requests, pool: Pool, decode_pool: Pool | None = None) -> int:
+    """Event loops `simulate` runs: one when disaggregated (or on one engine), else one per distinct share of the
+    requests among the aggregated engines (`simulate`): never more than the requests, whatever the engines."""
+    if decode_pool is not None or pool.engines == 1:
+        return 1
+    return int(_shares(requests, pool.engines).first.size)
 
 
 def simulate(
@@ -219,31 +290,40 @@ def simulate(
 ) -> Trace:
     """Run the requests through the engines. Aggregated engines share nothing, so each runs its own loop on its
     share of the requests (a closed loop's clients, or every R-th arrival): the loops' horizons then see only their
-    own arrivals, which lets pure-decode stretches run long."""
+    own arrivals, which lets pure-decode stretches run long. Engines whose shares are alike (the same lengths in the
+    same order, the same clients, arrivals the same apart) run the same loop, so it runs once for them all, its
+    times moved by each engine's first arrival (closed loops all start at 0 and take its times as they are; an open
+    loop's to rounding); engines without a request run nothing (`loops`)."""
     if decode_pool is not None or pool.engines == 1:
         return Simulation(requests, pool, decode_pool, transfer_s, series).run()
-    n, r = requests.count, pool.engines
     single = Pool(pool.surface, pool.scheduler, 1, pool.launch_s)
-    merged = Trace([math.nan] * n, [math.nan] * n, [math.nan] * n, [math.nan] * n, series=[] if series else None)
-    active = min(r, requests.concurrency) if requests.concurrency else r
-    for e in range(active):
-        ids = np.arange(e, n, active)
-        if ids.size == 0:
-            continue
-        conc = 0
-        if requests.concurrency:
-            conc = requests.concurrency // active + (1 if e < requests.concurrency % active else 0)
+    shares = _shares(requests, pool.engines)
+    times = np.full((4, requests.count), math.nan)  # arrival, admit, first token, end
+    start = np.zeros(shares.ids.shape[0]) if requests.arrival_s is None else requests.arrival_s[shares.ids[:, 0]]
+    members = np.argsort(shares.group, kind="stable")
+    bounds = np.searchsorted(shares.group[members], np.arange(shares.first.size + 1))
+    traces = []
+    for g, e in enumerate(shares.first.tolist()):
+        size = int(shares.length[e])
+        ids = shares.ids[e, :size]
         arr = None if requests.arrival_s is None else requests.arrival_s[ids]
-        part = Requests(requests.prompt[ids], requests.output[ids], arr, conc)
-        tr = Simulation(part, single, None, None, series).run()
-        for j, rid in enumerate(ids.tolist()):
-            merged.arrival[rid], merged.admit[rid] = tr.arrival[j], tr.admit[j]
-            merged.first[rid], merged.end[rid] = tr.first[j], tr.end[j]
-        for name in SUMS:
-            setattr(merged, name, getattr(merged, name) + getattr(tr, name))
-        merged.iterations += tr.iterations
-        merged.preemptions += tr.preemptions
-        merged.max_batched_tokens = max(merged.max_batched_tokens, tr.max_batched_tokens)
-        if merged.series is not None and tr.series is not None and e == 0:
-            merged.series.extend(tr.series)
+        part = Requests(requests.prompt[ids], requests.output[ids], arr, int(shares.concurrency[e]))
+        tr = Simulation(part, single, None, None, series and e == 0).run()
+        traces.append(tr)
+        own = np.array([tr.arrival, tr.admit, tr.first, tr.end])
+        if bounds[g + 1] - bounds[g] > 1:
+            alike = members[bounds[g] : bounds[g + 1]]
+            shift = start[alike] - start[e]
+            times[:, shares.ids[alike, :size]] = own[:, None, :] + shift[None, :, None]
+        times[:, ids] = own  # the loop's own engine: its times as they are
+    arrival, admit, first, end = (t.tolist() for t in times)
+    merged = Trace(arrival, admit, first, end, series=traces[0].series)
+    # Each engine's sums added in engine order, as one loop per engine would add them (cumsum adds in order).
+    sums = np.array([[getattr(tr, name) for name in SUMS] for tr in traces])[shares.group]
+    for name, total in zip(SUMS, np.cumsum(sums, axis=0)[-1].tolist(), strict=True):
+        setattr(merged, name, total)
+    counts = np.bincount(shares.group, minlength=len(traces))
+    merged.iterations = int(sum(c * tr.iterations for c, tr in zip(counts.tolist(), traces, strict=True)))
+    merged.preemptions = int(sum(c * tr.preemptions for c, tr in zip(counts.tolist(), traces, strict=True)))
+    merged.max_batched_tokens = max(tr.max_batched_tokens for tr in traces)
     return merged

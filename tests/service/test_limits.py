@@ -224,7 +224,7 @@ def test_a_torus_of_10_to_the_9_devices(client: TestClient) -> None:
     topology = {"kind": "torus", "axes": [{"size": 1000}] * 3, "link_bandwidth_bytes_per_s": 1e11}
     response = client.post("/v1/estimate/collective", json={"op": "all_reduce", "bytes": 1e9, "topology": topology})
     detail = assert_error(response, 422, "validation_error", "body.topology.axes")
-    assert detail["message"] == "the axes make a torus of 1000000000 devices; at most 1000000 are allowed"
+    assert detail["message"] == "the axes make a torus of 1000000000 devices; at most 1048576 are allowed"
 
 
 def test_a_hierarchy_of_10_to_the_12_devices(client: TestClient) -> None:
@@ -232,7 +232,7 @@ def test_a_hierarchy_of_10_to_the_12_devices(client: TestClient) -> None:
     topology = {"kind": "hierarchical", "inner": level, "outer": level}
     response = client.post("/v1/estimate/collective", json={"op": "all_reduce", "bytes": 1e9, "topology": topology})
     detail = assert_error(response, 422, "validation_error", "body.topology.outer")
-    assert "1000000000000 devices; at most 1000000 are allowed" in detail["message"]
+    assert "1000000000000 devices; at most 1048576 are allowed" in detail["message"]
 
 
 def test_collective_participants_and_message(client: TestClient) -> None:
@@ -247,6 +247,63 @@ def test_plan_max_devices_and_batch(client: TestClient) -> None:
     response = client.post("/v1/plan", json={**PLAN, "search": {"max_num_seqs": [2**21], "max_devices": 10**9}})
     assert response.status_code == 422
     assert set(fields(response)) == {"body.search.max_num_seqs.0", "body.search.max_devices"}
+
+
+# --- fleets -------------------------------------------------------------------------------------------------------
+
+FLEET = 1 << 20  # devices of one job (schemas.limits.MAX_DEVICES)
+TRAINING = {"model": "llama-3-8b", "hardware": "h100-sxm", "sequence": 8192, "micro_batch": 1, "global_batch": FLEET}
+TRAINING_PLAN = {**{k: v for k, v in TRAINING.items() if k != "micro_batch"}, "train_tokens": 1e12}
+LENGTHS = {"prompt_tokens": {"kind": "fixed", "value": 512}, "output_tokens": {"kind": "fixed", "value": 64}}
+SERVING = {"model": "llama-3-8b", "hardware": "h100-sxm", "load": {"concurrency": 8, "requests": 64, **LENGTHS}}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/estimate/training", {**TRAINING, "devices": FLEET + 1}, "body.devices"),
+        ("/v1/estimate/training", {**TRAINING, "parallelism": {"data": FLEET + 1}}, "body.parallelism.data"),
+        ("/v1/estimate/training", {**TRAINING, "sharding": {"fsdp": "hybrid", "shard_group": FLEET + 1}},
+         "body.sharding.shard_group"),
+        ("/v1/plan/training", {**TRAINING_PLAN, "devices": FLEET + 1}, "body.devices"),
+        ("/v1/plan/training", {**TRAINING_PLAN, "devices": {"min": 8, "max": FLEET + 1, "step": 1 << 15}},
+         "body.devices.max"),
+        ("/v1/estimate/serving", {**SERVING, "replicas": FLEET + 1}, "body.replicas"),
+        ("/v1/estimate/serving", {**SERVING, "mode": "disaggregated", "prefill": {"workers": FLEET + 1},
+                                  "decode": {}}, "body.prefill.workers"),
+        ("/v1/estimate/inference", {**INFERENCE, "devices": FLEET + 1}, "body.devices"),
+        ("/v1/estimate/collective", {"op": "all_reduce", "bytes": 1e9, "hardware": "h100-sxm", "devices": FLEET + 1},
+         "body.devices"),
+        ("/v1/plan", {**PLAN, "search": {"max_devices": FLEET + 1}}, "body.search.max_devices"),
+    ],
+)  # fmt: skip
+def test_a_job_or_a_fleet_holds_at_most_2_to_the_20_devices(
+    client: TestClient, path: str, body: dict[str, Any], field: str
+) -> None:
+    detail = assert_error(client.post(path, json=body), 422, "validation_error", field)
+    assert detail["message"] == "Input should be less than or equal to 1048576"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"tensor": 4097}, "body.parallelism.tensor"), ({"pipeline": 4097}, "body.parallelism.pipeline"),
+     ({"context": 4097}, "body.parallelism.context"), ({"expert": 4097}, "body.parallelism.expert")],
+)  # fmt: skip
+def test_a_parallelism_degree_inside_a_replica_stays_at_4096(
+    client: TestClient, change: dict[str, int], field: str
+) -> None:
+    response = client.post("/v1/estimate/training", json={**TRAINING, "parallelism": change})
+    detail = assert_error(response, 422, "validation_error", field)
+    assert detail["message"] == "Input should be less than or equal to 4096"
+
+
+def test_a_plan_whose_traffic_needs_more_than_2_to_the_20_devices(client: TestClient) -> None:
+    """10²² requests/s: ~10¹⁹ units of one H100, past 2⁶⁴ as an integer (a 500 from the encoder before the bound)."""
+    traffic = {**PLAN["traffic"], "requests_per_s": 1e22}
+    search = {"tensor": [1], "max_num_seqs": [8]}
+    response = client.post("/v1/plan", json={**PLAN, "traffic": traffic, "search": search})
+    detail = assert_error(response, 422, "validation_error", "body.traffic")
+    assert "more than 1048576 devices" in detail["message"]
 
 
 def test_a_denormal_efficiency_would_make_every_time_infinite(client: TestClient) -> None:

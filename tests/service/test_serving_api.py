@@ -108,6 +108,39 @@ def test_bad_input_names_the_field(client: TestClient, body: dict[str, Any], fie
     assert field in rejected(client.post(PATH, json=body))
 
 
+FLEET = 1 << 20  # schemas.limits.MAX_DEVICES
+
+
+def test_a_fleet_of_a_million_replicas_answers(client: TestClient) -> None:
+    # 2²⁰ engines of one H100 under BASE's 16 clients: 16 engines get a client each and run its 25 requests one after
+    # another, alike (one loop); the fleet's devices are counted and each request is served alone.
+    alone = client.post(PATH, json=with_("load.concurrency", 1)).json()
+    doc = client.post(PATH, json=with_("replicas", FLEET)).json()
+    assert doc["devices"] == FLEET and doc["requests"] == 400
+    assert doc["e2e_s"]["mean"] == pytest.approx(alone["e2e_s"]["mean"], rel=1e-12)
+    assert doc["output_tokens_per_s_per_device"] == pytest.approx(doc["output_tokens_per_s"] / FLEET)
+    # An open loop: each of 1 000 requests has an engine to itself.
+    body = with_("load", {**BASE["load"], "concurrency": None, "rate_per_s": 1e5, "requests": 1000})
+    open_loop = client.post(PATH, json={**body, "replicas": FLEET}).json()
+    assert open_loop["e2e_s"]["p99"] == pytest.approx(alone["e2e_s"]["mean"], rel=1e-9)
+    assert open_loop["queue_s"]["p99"] == 0.0
+
+
+def test_a_fleet_whose_shares_all_differ_is_bounded(client: TestClient) -> None:
+    # 5 000 log-normal requests over 2²⁰ engines: ~5 000 different shares, each its own loop, past the 4 096 allowed.
+    load = {"rate_per_s": 100, "requests": 5000, "prompt_tokens": {"kind": "lognormal", "mean": 1000, "std": 500},
+            "output_tokens": {"kind": "lognormal", "mean": 200, "std": 100}}  # fmt: skip
+    response = client.post(PATH, json={**with_("load", load), "replicas": FLEET})
+    assert rejected(response) == ["body.replicas"]
+    assert "at most 4096 are allowed" in response.json()["message"]
+    # Disaggregated pools of 2²⁰ workers: 64 requests route over 64 + 64 engines; 40 000 would be 3.2 × 10⁹ pairs.
+    pools = {"mode": "disaggregated", "prefill": {"workers": FLEET}, "decode": {"workers": FLEET}}
+    few = {**BASE["load"], "requests": 64}
+    assert client.post(PATH, json={**with_("load", few), **pools}).json()["devices"] == 2 * FLEET
+    many = {**BASE["load"], "requests": 40_000}
+    assert rejected(client.post(PATH, json={**with_("load", many), **pools})) == ["body.prefill.workers"]
+
+
 def test_a_trace_going_backwards_is_refused(client: TestClient) -> None:
     trace = [
         {"arrival_s": 0.0, "prompt_tokens": 100, "output_tokens": 10},

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from schemas.training import TrainingRead
 from service.examples import TRAINING_EXAMPLES
+from tests.roofline.training.test_scale import hierarchical_all_reduce
 
 PATH = "/v1/estimate/training"
 LLAMA_8B: dict[str, Any] = TRAINING_EXAMPLES["llama-8b-fsdp"]["value"]
@@ -80,3 +81,36 @@ def test_a_step_carries_its_prediction_interval(client: TestClient) -> None:
     tokens = doc["tokens_per_s"] * doc["step_s"]  # tokens per step
     assert doc["tokens_per_s_p10"] == pytest.approx(tokens / doc["step_s_p90"])
     assert doc["tokens_per_s_p90"] == pytest.approx(tokens / doc["step_s_p10"])
+
+
+# Llama 3 405B trained on 16 384 H100s (Meta, "The Llama 3 Herd of Models", 2024, §3.3); clusters now hold 100 000+.
+@pytest.mark.parametrize("devices", [16_384, 131_072])
+def test_a_step_on_a_cluster_of_h100s_reduces_its_gradients_hierarchically(client: TestClient, devices: int) -> None:
+    # Llama 3 8B, data parallel over every GPU: the gradients (bf16, memory.gradients_bytes) all-reduced once per step
+    # over the profile's 8-GPU NVLink 4 nodes and NDR NICs, as worked by hand in tests/roofline/training/test_scale.py
+    # (the profile's figures there are the catalogue's: tests/adapters/test_core_mapping.py). 15 GB: Simple.
+    body = {"model": "llama-3-8b", "hardware": "h100-sxm", "devices": devices, "sequence": 8192, "micro_batch": 1,
+            "global_batch": devices, "train_tokens": 15e12}  # fmt: skip
+    response = client.post(PATH, json=body)
+    assert response.status_code == 200, response.text
+    doc = TrainingRead.model_validate(response.json())
+    assert (doc.devices, doc.data, doc.micro_batches) == (devices, devices, 1)
+    (row,) = doc.communication
+    assert (row.name, row.devices, row.bytes) == ("data_parallel_all_reduce", devices, doc.memory.gradients_bytes)
+    candidates = hierarchical_all_reduce(row.bytes, devices // 8)
+    assert min(candidates, key=candidates.__getitem__) == "hierarchical/simple"
+    assert row.time_s == pytest.approx(candidates["hierarchical/simple"], rel=1e-12)
+    assert doc.communication_exposed_s == row.time_s
+
+
+def test_a_step_on_2_to_the_20_devices_answers(client: TestClient) -> None:
+    # The largest job the API takes (schemas.limits.MAX_DEVICES): TP 8 in each of 131 072 nodes, data parallel across.
+    body = {"model": "llama-3-8b", "hardware": "h100-sxm", "devices": 1 << 20, "parallelism": {"tensor": 8},
+            "sequence": 8192, "micro_batch": 1, "global_batch": 1 << 17, "train_tokens": 15e12}  # fmt: skip
+    response = client.post(PATH, json=body)
+    assert response.status_code == 200, response.text
+    doc = TrainingRead.model_validate(response.json())
+    assert (doc.devices, doc.data) == (1 << 20, 1 << 17)
+    assert [(c.name, c.devices) for c in doc.communication] == [
+        ("tensor_parallel_all_reduce", 8), ("data_parallel_all_reduce", 1 << 17)
+    ]  # fmt: skip

@@ -127,3 +127,38 @@ def test_a_device_count_nothing_divides_is_a_422_naming_devices(client: TestClie
 )  # fmt: skip
 def test_bad_input_names_the_field(client: TestClient, change: dict[str, Any], field: str) -> None:
     assert field in rejected(client.post(PATH, json={**SMALL, **change}))
+
+
+def test_a_plan_for_131072_h100s(client: TestClient) -> None:
+    # Llama 3 70B (80 layers) on 131 072 H100s, 16 384 sequences of 8 192 tokens a step: tensor 4 or 8 × pipeline
+    # 4 or 8 leaves data 8 192, 4 096, 4 096 or 2 048, each dividing 16 384 / micro-batch (1 or 2): 2 × 2 × 2 × 2 =
+    # 16 configurations, none invalid. Each answered is the step the estimate endpoint answers for its layout.
+    search = {"tensor": [4, 8], "sequence_parallel": [True], "pipeline": [4, 8], "schedule": ["1f1b"],
+              "sharding": [{"zero": 1}], "micro_batch": [1, 2], "recompute": ["none", "selective"]}  # fmt: skip
+    body = {"model": "llama-3-70b", "hardware": "h100-sxm", "devices": 131_072, "sequence": 8192,
+            "global_batch": 16_384, "train_tokens": 15e12, "max_results": 3, "search": search}  # fmt: skip
+    doc = plan(client, body)
+    assert (doc["searched"], doc["invalid"]) == (16, 0)
+    assert doc["searched"] == doc["pruned_for_memory"] + doc["evaluated"] and doc["evaluated"] > 0
+    for c in doc["configurations"]:
+        lay = c["layout"]
+        assert lay["devices"] == 131_072 == lay["tensor"] * lay["pipeline"] * lay["data"]
+        single = {k: v for k, v in body.items() if k not in ("search", "max_results")} | {
+            "parallelism": {"tensor": lay["tensor"], "sequence_parallel": True, "pipeline": lay["pipeline"]},
+            "sharding": {"zero": 1}, "micro_batch": lay["micro_batch"], "recompute": lay["recompute"],
+        }  # fmt: skip
+        assert client.post("/v1/estimate/training", json=single).json() == c["estimate"]
+        reduce = {r["name"]: r for r in c["estimate"]["communication"]}["zero_reduce_scatter"]
+        assert reduce["devices"] == lay["data"]
+
+
+def test_a_plan_for_2_to_the_20_devices_answers(client: TestClient) -> None:
+    # Llama 3 8B on 1 048 576 H100s: tensor 1 (data 2²⁰) and 8 (data 2¹⁷) both divide a 2²⁰-sequence batch.
+    body = {"model": "llama-3-8b", "hardware": "h100-sxm", "devices": 1 << 20, "sequence": 8192,
+            "global_batch": 1 << 20, "train_tokens": 15e12,
+            "search": {"tensor": [1, 8], "sequence_parallel": [True], "pipeline": [1], "sharding": [{"zero": 1}],
+                       "micro_batch": [1], "recompute": ["none"]}}  # fmt: skip
+    doc = plan(client, body)
+    assert (doc["searched"], doc["invalid"]) == (2, 0)
+    assert {c["layout"]["data"] for c in doc["configurations"]} <= {1 << 20, 1 << 17}
+    assert doc["configurations"] and all(c["layout"]["devices"] == 1 << 20 for c in doc["configurations"])

@@ -73,6 +73,27 @@ def test_buffered_simple_ring_adds_one_chunk_copied_through_device_memory() -> N
         rl.Link(300e9, 1e-6, memory_bytes_per_s=0.0)
 
 
+def test_a_hierarchical_collective_copies_through_memory_at_each_level_under_simple_only() -> None:
+    # Each level's ring is a buffered Simple ring: the reduce-scatter inside 4-GPU nodes copies its chunk V/4 (2
+    # streams), the all-reduce of V/4 across 2 nodes its chunk V/8 (2 streams), the all-gather inside V/4 (3 streams),
+    # at M = 2000 GB/s. LL stages nothing: the same steps without the copies (NCCL's LL figure holds its own).
+    link = rl.Link(300e9, 1e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=2.8e-6,
+                   memory_bytes_per_s=2000e9)  # fmt: skip
+    nic = rl.Link(50e9, 5e-6, launch_s=8e-6, timing="nccl_protocols", simple_sync_s=11.3e-6, memory_bytes_per_s=2000e9)
+    two = rl.Hierarchical(rl.Switch(4, link), rl.Switch(2, nic))
+    v = 1e8
+    est = {c.protocol: c for c in rl.collective("all_reduce", v, two, "hierarchical").candidates}
+    inside = 3 * 3.8e-6 + 3 / 4 * v / 300e9  # 3 steps of 1 + 2.8 µs, 3/4 of V
+    across = 2 * (1 * 16.3e-6 + 1 / 2 * (v / 4) / 50e9)  # RS and AG of V/4 over 2 nodes: 1 step of 5 + 11.3 µs
+    copies = 2 * (v / 4) / 2000e9 + 2 * (v / 8) / 2000e9 + 3 * (v / 4) / 2000e9
+    assert one(est["simple"].time_s) == pytest.approx(8e-6 + 2 * inside + across + copies, rel=1e-12)
+    ll_inside = 3 * 1e-6 + 3 / 4 * v / (300e9 / 4)  # LL across nodes and on all-reduces: a quarter of the bandwidth
+    ll_across = 2 * (5e-6 + 1 / 2 * (v / 4) / (50e9 / 4))
+    assert one(est["ll"].time_s) == pytest.approx(8e-6 + 2 * ll_inside + ll_across, rel=1e-12)
+    # Bytes on the busiest link leave the copies out: 2 × 3/4 · V inside, 2 × 1/2 · V/4 across.
+    assert one(est["simple"].bytes_per_link) == pytest.approx(2 * 3 / 4 * v + 2 * 1 / 2 * v / 4)
+
+
 def test_library_all_to_all_moves_its_self_round_through_the_channels_on_nvlink_not_over_pcie() -> None:
     # nccl-tests' alltoall posts a send and a receive for every rank, itself included; NCCL runs the n rounds on equal
     # shares of its channels and on NVLink the channels set the rate, so the call costs the whole buffer V at the

@@ -17,6 +17,7 @@ from roofline.serving import (
     Pool,
     Requests,
     Scheduler,
+    ServingConfigError,
     SurfaceCache,
     Targets,
     check_at_traffic,
@@ -85,6 +86,19 @@ def test_a_fleet_is_the_ceiling_of_demand_over_a_unit() -> None:
     assert (sized.units, sized.devices) == (3, 3)
     assert sized.utilisation == pytest.approx(2000.0 / 2400.0)
     assert size(dep, point, 1600.0).units == 2  # exactly two units' worth needs no third
+
+
+def test_a_fleet_past_the_limit_is_refused_naming_the_traffic() -> None:
+    # 800/s a unit of one device: 2²⁰ units hold 1 048 576 devices, one more request per second needs a 1 048 577th.
+    dep = Deployment(engine())
+    point = operating_point(dep, PROMPT, OUTPUT, Targets(), Flat({1: 1.0}))
+    limit = 1 << 20
+    assert size(dep, point, 800.0 * limit, limit).devices == limit
+    with pytest.raises(ServingConfigError, match="more than the 1048576 devices") as err:
+        size(dep, point, 800.0 * limit + 800.0, limit)
+    assert err.value.field == "traffic"
+    with pytest.raises(ServingConfigError):  # 10²⁴ requests/s: no integer count of units is asked for
+        size(dep, point, 1e24, limit)
 
 
 def test_disaggregated_units_count_both_pools() -> None:

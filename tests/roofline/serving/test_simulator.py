@@ -110,6 +110,67 @@ def test_a_disaggregated_closed_loop_client_sends_again_only_when_its_answer_end
     assert tr.end == pytest.approx([4.5 * MS, 9 * MS, 13.5 * MS])
 
 
+FLEET = 1 << 20  # engines of the largest fleet the API takes (schemas.limits.MAX_DEVICES)
+
+
+def test_a_million_engines_with_alike_shares_run_one_loop() -> None:
+    # A closed loop of 4 clients over 2²⁰ aggregated engines: 4 engines get a client each (the rest nothing) and run
+    # their 3 requests one after another: prompt 10 (1 ms, first token), 3 more tokens (1 ms each), so request k of
+    # an engine arrives at 4k ms and ends at 4(k + 1) ms. The 4 shares are alike: one loop.
+    pool = replace(flat("chunked"), engines=FLEET)
+    req = closed([10] * 12, [4] * 12, 4)
+    assert roofline.serving.loops(req, pool) == 1
+    tr = simulate(req, pool)
+    assert tr.arrival == [0.0] * 4 + [4 * MS] * 4 + [8 * MS] * 4
+    assert tr.end == pytest.approx([4 * MS] * 4 + [8 * MS] * 4 + [12 * MS] * 4)
+    # Each engine's loop is counted for it: 12 requests of 4 iterations (a prefill, 3 decodes), 48 ms busy.
+    assert tr.iterations == 12 * 4
+    assert tr.busy_s == pytest.approx(48 * MS)
+
+
+def test_a_million_engines_under_an_open_loop_serve_each_request_alone() -> None:
+    # 500 Poisson arrivals over 2²⁰ engines: each request has an engine to itself, prefilled in 1 ms and decoded in
+    # 3 more; alike lengths are one loop (times moved to each arrival, so equal to rounding), two lengths two loops.
+    rng = np.random.default_rng(5)
+    arrival = draw.arrivals(rng, 500, 100.0)
+    pool = replace(flat("chunked"), engines=FLEET)
+    req = Requests(np.full(500, 10), np.full(500, 4), arrival, 0)
+    assert roofline.serving.loops(req, pool) == 1
+    tr = simulate(req, pool)
+    assert np.array(tr.first) - arrival == pytest.approx(np.full(500, 1 * MS), abs=1e-12)
+    assert np.array(tr.end) - arrival == pytest.approx(np.full(500, 4 * MS), abs=1e-12)
+    two = replace(req, output=np.where(np.arange(500) % 2, 4, 6))
+    assert roofline.serving.loops(two, pool) == 2
+    assert np.array(simulate(two, pool).end) - arrival == pytest.approx(np.where(np.arange(500) % 2, 4, 6) * MS)
+
+
+def test_least_loaded_routing_by_hand() -> None:
+    # Two prefill workers of one sequence and a 10-token budget, one decode worker, the KV cache moved at once.
+    # 0 ms: r0 (prompt 30: 3 chunks, first token at 3 ms) → worker 0, r1 (prompt 10: 1 ms) → worker 1. At 1.5 ms
+    # r1 has left for the decode worker: r2 → worker 1 (held 0 against 1), prefilled by 2.5 ms; r3 → worker 0 (1 and
+    # 1: the first of equals), which takes it after r0: 3-4 ms. Round-robin routing would give r2 2.5 → 4 ms.
+    prefill = replace(flat("chunked", max_num_seqs=1, max_num_batched_tokens=10), engines=2)
+    req = Requests(np.array([30, 10, 10, 10]), np.full(4, 2), np.array([0.0, 0.0, 1.5 * MS, 1.5 * MS]), 0)
+    tr = simulate(req, prefill, flat("chunked"), lambda tokens: 0.0)
+    assert tr.first == pytest.approx([3 * MS, 1 * MS, 2.5 * MS, 4 * MS])
+
+
+def test_engines_past_the_requests_are_never_routed_to() -> None:
+    # n requests: one of the first n engines of a pool is always empty when one is routed, so 2²⁰ workers in each
+    # disaggregated pool run exactly as n do.
+    rng = np.random.default_rng(9)
+    n = 200
+    prompt = draw.lengths(rng, n, "uniform", "prompt", low=5, high=40)
+    req = Requests(prompt, np.full(n, 6), draw.arrivals(rng, n, 400.0), 0)
+
+    def pools(engines: int) -> tuple[Pool, Pool]:
+        return (replace(flat("chunked", max_num_seqs=2, max_num_batched_tokens=16), engines=engines),
+                replace(flat("chunked", max_num_seqs=3), engines=engines))  # fmt: skip
+
+    few, fleet = (simulate(req, *pools(e), lambda tokens: 0.2 * MS) for e in (n, FLEET))
+    assert (fleet.first, fleet.end, fleet.iterations) == (few.first, few.end, few.iterations)
+
+
 def drafted(kind: str, draft_tokens: int, accepted: float, **kw: int | str) -> Pool:
     """The flat surface (1 ms a pass) of a model of 4 layers, so that a one-layer draft step costs 0.25 ms."""
     pool = flat(kind, **kw)
