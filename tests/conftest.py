@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from _pytest.nodeid import coerce_node_id
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, delete, text
 
@@ -90,14 +91,31 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         schema.drop()
 
 
+def _params(item: pytest.Item) -> dict[str, object]:
+    callspec = getattr(item, "callspec", None)
+    return dict(callspec.params) if callspec is not None else {}
+
+
+@pytest.hookimpl(trylast=True)  # after the hooks that add marks (tests/bench/conftest.py)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`--databases=sqlite` also leaves out the tests that name PostgreSQL as their backend themselves."""
-    if config.getoption("databases") != "sqlite":
-        return
-    on_postgresql = [i for i in items if "postgresql" in getattr(getattr(i, "callspec", None), "params", {}).values()]
-    if on_postgresql:
-        config.hook.pytest_deselected(items=on_postgresql)
-        items[:] = [i for i in items if i not in on_postgresql]
+    """`--databases=sqlite` also leaves out the tests that name PostgreSQL as their backend themselves; the tests
+    marked `longest` go first, so that they run beside the rest rather than after it; and under `--dist loadgroup`
+    an `xdist_group` reaches the scheduler (pytest-xdist 3.8 sets the group's suffix on `Node._nodeid`, which pytest
+    9 no longer reads: the id lives in `Node._id`)."""
+    if config.getoption("databases") == "sqlite":
+        on_postgresql = [
+            i for i in items if "postgresql" in getattr(getattr(i, "callspec", None), "params", {}).values()
+        ]
+        if on_postgresql:
+            config.hook.pytest_deselected(items=on_postgresql)
+            items[:] = [i for i in items if i not in on_postgresql]
+    items.sort(key=lambda item: item.get_closest_marker("longest") is None)  # stable: otherwise in collection order
+    if config.getvalue("loadgroup"):
+        for item in items:
+            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                            for m in item.iter_markers("xdist_group")})  # fmt: skip
+            if names and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+                item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,7 @@ def test_coverage_holds_each_device_out_of_the_table_too() -> None:
 
 
 @pytest.mark.slow  # every leave-one-device-out fold, recomputed
+@pytest.mark.longest
 def test_the_shipped_table_is_what_the_command_generates() -> None:
     """As `python -m bench.intervals --check`: regenerate from validation/ and compare byte for byte, the table and
     the LOO figures bench.report renders."""

@@ -25,7 +25,7 @@ import pytest
 
 from tests.conftest import LiveServer, free_port, ridgeline_command
 
-pytestmark = pytest.mark.slow  # every operation fuzzed through a live server: minutes
+pytestmark = [pytest.mark.slow, pytest.mark.longest]  # every operation fuzzed through a live server: minutes
 
 # Per operation: the fuzzing phase generates up to this many cases (valid and invalid); the examples and coverage
 # phases add each schema's own examples and boundary values (just past a maximum, a missing field, a wrong type).

@@ -209,6 +209,7 @@ def served_with_key(tmp_path: Path, postgres_url: str, name: str) -> Iterator[tu
         server.stop()
 
 
+@pytest.mark.longest
 def test_worker_survives_a_server_killed_mid_upload(tmp_path: Path, postgres_url: str) -> None:
     env = {**os.environ, "RIDGELINE_DATABASE_URL": postgres_url}
     port = free_port()
