@@ -14,6 +14,7 @@ response field; the service answers them as a 422.
   `render_training`), and training plans → `roofline.plan_training` and `TrainingPlanRead` documents
   (`plan_training`, `render_training_plan`);
 - request traces: files parsed and checked, encoded for storage (`parse_trace`, `trace_of`, `decode_trace`);
+- JSON inputs: nesting past the limit and NUL characters refused, whatever the schema (`check_json`, `nul_error`);
 - calibrations applied to core estimates before they are rendered (`Fitted`, `correct`, `calibrate_points`,
   `RunCorrector`), and fitted on measured results with their held-out errors (`calibration_groups`,
   `fit_calibration`, `error_stats`).
@@ -80,6 +81,7 @@ from adapters._intervals import (
     interval_table,
     with_interval,
 )
+from adapters._json import check_json, depth_error, nul_error
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
 from adapters._serving import estimate_serving, render_serving, serving_requests
@@ -116,10 +118,12 @@ __all__ = [
     "calibrated",
     "calibration_band",
     "calibration_groups",
+    "check_json",
     "check_sweep",
     "correct",
     "covering",
     "decode_trace",
+    "depth_error",
     "describe",
     "describe_sized",
     "describe_topology",
@@ -143,6 +147,7 @@ __all__ = [
     "media_type",
     "memory_bytes_per_s",
     "non_finite",
+    "nul_error",
     "op_kind",
     "parse_trace",
     "plan_serving",

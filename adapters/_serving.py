@@ -105,8 +105,11 @@ def serving_requests(body: ServingRequest, context_limit: int, trace: Trace | No
         prompt = np.minimum(requests.prompt, context_limit - 1)
         output = np.minimum(requests.output, context_limit - prompt)
         requests = Requests(prompt, output, requests.arrival_s, requests.concurrency)
-    longest = int((requests.prompt + requests.output).max())
+    total = requests.prompt + requests.output
+    longest = int(total.max())
     if longest > context_limit:
+        if where == "body.load.prompt_tokens" and int(requests.prompt[int(total.argmax())]) < context_limit:
+            where = "body.load.output_tokens"  # the prompt fits: its output is what runs past the context
         raise InvalidField(
             where,
             f"a request of {longest} tokens (prompt and output) exceeds the model's context of {context_limit}",

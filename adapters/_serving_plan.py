@@ -143,12 +143,7 @@ def _spec(
             roofline.Parallelism(tensor=u.tensor, pipeline=u.pipeline, expert=u.expert), c.dtypes,
             Implementation(all_reduce=body.engine.all_reduce),
         )  # fmt: skip
-        roofline.validate_inference(run)
-        devices = u.tensor * u.pipeline
-        if devices > 1:
-            if system.topology is None:
-                raise roofline.InferenceConfigError("hardware", "the profile has no interconnect")
-            system.topology(devices)
+        roofline.validate_inference(run)  # the layout on the profile's fabric too (whole nodes)
         runs[key] = run
     opts = body.engine.model_copy(
         update={"max_num_seqs": u.max_num_seqs, "max_num_batched_tokens": u.max_num_batched_tokens}

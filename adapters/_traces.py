@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from adapters._errors import InvalidField
+from adapters._json import check_json, depth_error
 from schemas import limits
 from schemas.traces import TraceFormat
 
@@ -158,6 +159,9 @@ def parse_trace(body: bytes, content_type: str, name: str) -> Trace:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise InvalidField("body", f"a trace file is UTF-8 text (byte {err.start} is not)") from None
+    if "\x00" in text:  # as in any other input (adapters.check_json)
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise InvalidField("body", f"line {line}: a NUL character (U+0000), which no trace file holds", "nul_character")
     kind = media_type(content_type)
     if kind in CSV_TYPES:
         return _csv(text, name)
@@ -275,6 +279,12 @@ def _csv(text: str, name: str) -> Trace:
     return columns.trace(name, fmt)
 
 
+def _line_error(err: InvalidField, line: int) -> InvalidField:
+    """An error in one line of a JSON Lines file: the file is the body, the line and its key say where."""
+    key = err.field.removeprefix("body").removeprefix(".")
+    return InvalidField("body", f"line {line}: {key + ': ' if key else ''}{err.message}", err.kind)
+
+
 def _jsonl(text: str, name: str) -> Trace:
     columns: _Columns | None = None
     fmt = TraceFormat.jsonl
@@ -285,8 +295,14 @@ def _jsonl(text: str, name: str) -> Trace:
             doc = json.loads(raw)
         except ValueError:
             raise InvalidField("body", f"line {line}: not a JSON object") from None
+        except RecursionError:  # the json module recurses once per level
+            raise _line_error(depth_error("body"), line) from None
         if not isinstance(doc, dict):
             raise InvalidField("body", f"line {line}: not a JSON object")
+        try:
+            check_json(raw, doc)
+        except InvalidField as err:
+            raise _line_error(err, line) from None
         if columns is None:  # the first request names the format
             matched = _match(doc, _JSONL_COLUMNS)
             if matched is None:

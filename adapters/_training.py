@@ -52,8 +52,15 @@ def training_run(
     try:
         roofline.validate_training(core, body.devices)
     except roofline.TrainingConfigError as err:
-        raise InvalidField(f"{where}.{err.field}", err.message) from None
+        raise InvalidField(training_field(err.field, where), err.message) from None
     return core
+
+
+def training_field(core: str, where: str = "body") -> str:
+    """The request's field for a core field at fault: the core's `precision` is the request's `dtypes` (`compute`,
+    `matmul`)."""
+    head, _, rest = core.partition(".")
+    return f"{where}.dtypes.{rest}" if head == "precision" else f"{where}.{core}"
 
 
 def estimate_training(run: roofline.TrainingRun, where: str = "body") -> roofline.TrainingEstimate:
@@ -61,7 +68,7 @@ def estimate_training(run: roofline.TrainingRun, where: str = "body") -> rooflin
     try:
         return roofline.estimate_training(run)
     except roofline.TrainingConfigError as err:
-        raise InvalidField(f"{where}.{err.field}", err.message) from None
+        raise InvalidField(training_field(err.field, where), err.message) from None
 
 
 def render_training(

@@ -7,7 +7,7 @@ from typing import Any
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import transformer
-from adapters._training import render_training
+from adapters._training import render_training, training_field
 from schemas.hardware import HardwareSpec
 from schemas.models import ModelSpec
 from schemas.training_plan import TrainingPlanRequest
@@ -53,9 +53,7 @@ def request_field(core: str) -> str:
         return "body.devices" if rest in ("", "data") else f"body.search.{rest}"
     if head in ("sharding", "micro_batch", "recompute"):
         return f"body.search.{head}"
-    if head == "precision":
-        return f"body.dtypes.{rest}"
-    return f"body.{core}"
+    return training_field(core)
 
 
 def render_training_plan(

@@ -17,6 +17,13 @@ from __future__ import annotations
 # fused chain). 32 MiB keeps 2.4× headroom over that worst case and bounds what one request makes the service parse.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 
+# Nesting of a JSON body, a JSON trace document or a JSON Lines trace line. The deepest document the schemas describe
+# is a benchmark upload's fused chain or an inline profile under a merge patch, under 10 levels; 32 leaves room for
+# free-form fields (`hardware_patch`, a PATCH body) while what reads them recursively (the merge patch, the json
+# module, pydantic's serialiser, orjson's encoder at 254) stays far from Python's ~1 000 frames. More is a 422
+# naming the field.
+MAX_JSON_DEPTH = 32
+
 # --- lists and grids ------------------------------------------------------------------------------------------------
 
 MAX_OPS = 10_000  # POST /v1/estimate/ops `ops`: one worker upload's worth

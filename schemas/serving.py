@@ -10,9 +10,10 @@ output tokens over every device of the deployment.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
 
 from schemas import limits
 from schemas.common import InputModel, PositiveFloat
@@ -237,9 +238,26 @@ class ServingRequest(EstimateContext, PlainPaths):
 
     @model_validator(mode="after")
     def _pools(self) -> ServingRequest:
-        if (self.mode is Mode.disaggregated) != (self.prefill is not None and self.decode is not None):
-            raise ValueError("prefill and decode pools are given with mode disaggregated, and only then")
+        """Each mode's fields and only those: a field of the other mode would be ignored without a word."""
+        if self.mode is Mode.disaggregated:
+            for pool in ("prefill", "decode"):
+                if getattr(self, pool) is None:
+                    _refuse(pool, None, "required with mode disaggregated: its workers, parallelism and engine")
+            for name in ("replicas", "parallelism", "engine"):
+                if name in self.model_fields_set:
+                    _refuse(name, getattr(self, name), "applies to mode aggregated only: with mode disaggregated, "
+                            "each pool (prefill, decode) has its own workers, parallelism and engine")  # fmt: skip
+        else:
+            for pool in ("prefill", "decode"):
+                if getattr(self, pool) is not None:
+                    _refuse(pool, getattr(self, pool), "applies to mode disaggregated only (set mode: disaggregated)")
         return self
+
+
+def _refuse(field: str, value: Any, message: str) -> NoReturn:
+    """A validation error at `field` of the request (a model validator's own error would name the whole body)."""
+    detail = InitErrorDetails(type="value_error", loc=(field,), input=value, ctx={"error": ValueError(message)})
+    raise ValidationError.from_exception_data("ServingRequest", [detail])
 
 
 class Stats(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -44,6 +45,16 @@ real hardware is from that answer.
 Every figure in the hardware catalogue carries its source. Errors always have the shape
 `{"error": code, "message": text, "detail": [{"field", "message", "type"}]}`.
 """
+
+
+class _StaticFiles(StaticFiles):
+    """The bundled assets; a path with a NUL character names none of them (the file system refuses such a name with
+    a ValueError that would otherwise be a 500)."""
+
+    def lookup_path(self, path: str) -> tuple[str, os.stat_result | None]:
+        if "\x00" in path:
+            return "", None
+        return super().lookup_path(path)
 
 
 def _version() -> str:
@@ -109,7 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         _docstring_summaries(router)
         app.include_router(router)
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/static", _StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
 

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adapters import InvalidField
 from schemas.common import ErrorDetail, ErrorEnvelope
-from service.encoding import ORJSONResponse
+from service.encoding import ORJSONResponse, RefusedInput
 
 log = logging.getLogger("ridgeline")
 
@@ -159,6 +159,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _model_validation(_: Request, exc: ValidationError) -> JSONResponse:
         detail = details_from_validation(list(exc.errors()), ("body",))
         return envelope(422, "validation_error", validation_message(detail), detail)
+
+    @app.exception_handler(RefusedInput)
+    async def _refused(_: Request, exc: RefusedInput) -> JSONResponse:
+        # Before validation (service.encoding): a body that is not JSON (415), a NUL character, nesting too deep.
+        detail = [ErrorDetail(field=exc.field, message=exc.message, type=exc.kind)]
+        code = _HTTP_CODES[exc.status_code]
+        return envelope(exc.status_code, code, validation_message(detail), detail)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -297,3 +297,28 @@ def validate_inference(run: InferenceRun) -> None:
         )
     if run.attention not in ("flash", "naive"):
         raise InferenceConfigError("implementation.attention", f"unknown attention implementation {run.attention!r}")
+    _check_fabric(run)
+
+
+def _check_fabric(run: InferenceRun) -> None:
+    """Every device group the run's collectives span fits the system's fabric (whole nodes beyond one scale-up
+    domain: `roofline.collectives.device_topology`), checked before any op is evaluated; the field is the degree that
+    sets the group. The groups are those `RunPlan` and `LayerOps` register: the tensor all-reduce over `tensor`
+    devices, the expert all-to-all over `expert` when it exceeds `tensor`, the pipeline send over tensor × pipeline."""
+    m, par = run.model, run.parallelism
+    groups = (
+        ("parallelism.tensor", "all_reduce", par.tensor),
+        ("parallelism.expert", "all_to_all", par.expert if m.moe is not None and par.expert > par.tensor else 1),
+        ("parallelism.pipeline", "send_recv", par.tensor * par.pipeline if par.pipeline > 1 else 1),
+    )
+    topology = run.system.topology
+    for degree, op, devices in groups:
+        if devices < 2:
+            continue
+        if topology is None:
+            raise InferenceConfigError("hardware", f"{run.system.hardware.name} has no interconnect for a "
+                                       f"{devices}-device {op}")  # fmt: skip
+        try:
+            topology(devices)
+        except ValueError as err:
+            raise InferenceConfigError(degree, str(err)) from None

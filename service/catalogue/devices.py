@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from schemas.benchmarks import HardwareResolution
+from schemas.common import ErrorDetail
 from service.errors import NotFound
 from service.orm import HardwareProfile
 
@@ -58,8 +59,9 @@ def match_rule(description: str) -> tuple[str, str] | None:
     return None
 
 
-def resolve(session: Session, description: str) -> HardwareResolution:
-    """A slug is itself; a profile's name (any case) is that profile; otherwise the first rule that matches."""
+def resolve(session: Session, description: str, field: str = "query.device") -> HardwareResolution:
+    """A slug is itself; a profile's name (any case) is that profile; otherwise the first rule that matches. A 404
+    names `field`, the request's."""
     text = description.strip()
     row = session.get(HardwareProfile, text)
     rule = "slug"
@@ -72,5 +74,7 @@ def resolve(session: Session, description: str) -> HardwareResolution:
             row = session.get(HardwareProfile, matched[0])
             rule = f"pattern {matched[1]!r}"
     if row is None:
-        raise NotFound(f"No hardware profile matches the device {text!r}; add one with POST /v1/hardware.")
+        message = f"No hardware profile matches the device {text!r}; add one with POST /v1/hardware."
+        hint = "no profile's slug or name, nor a device rule, matches it: GET /v1/hardware lists the profiles"
+        raise NotFound(message, [ErrorDetail(field=field, message=hint, type="not_found")])
     return HardwareResolution(device=text, slug=row.slug, name=row.name, rule=rule)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from schemas.common import ErrorDetail
 from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareCreate, HardwareRead, HardwareSpec
 from schemas.models import ModelCreate, ModelRead, ModelSpec
@@ -39,17 +40,29 @@ class CatalogueKind(Generic[C, R, E]):
     create: type[C]
     read: type[R]
     filter_columns: tuple[str, ...]  # columns copied from the document for filtering
+    collection: str = ""  # its routes' path under /v1 ("hardware")
+    field: str = ""  # the request field that names an entry by slug in an estimate ("body.hardware")
 
     def columns(self, doc: C) -> dict[str, Any]:
         return {c: str(getattr(doc, c)) for c in self.filter_columns}
 
 
 HARDWARE: CatalogueKind[HardwareCreate, HardwareRead, HardwareProfile] = CatalogueKind(
-    "hardware profile", HardwareProfile, HardwareCreate, HardwareRead, ("vendor", "kind")
-)
+    "hardware profile", HardwareProfile, HardwareCreate, HardwareRead, ("vendor", "kind"),
+    collection="hardware", field="body.hardware",
+)  # fmt: skip
 MODELS: CatalogueKind[ModelCreate, ModelRead, ModelConfig] = CatalogueKind(
-    "model config", ModelConfig, ModelCreate, ModelRead, ("family",)
+    "model config", ModelConfig, ModelCreate, ModelRead, ("family",), collection="models", field="body.model"
 )
+
+
+def missing(kind: CatalogueKind[C, R, E], slug: str, field: str | None = None) -> NotFound:
+    """The 404 of a slug no entry has, naming the request's field (`kind.field` unless given) and where the entries
+    are listed."""
+    named = field or kind.field
+    listing = f"GET /v1/{kind.collection} lists them"
+    detail = ErrorDetail(field=named, message=f"no {kind.label} {slug!r}: {listing}", type="not_found")
+    return NotFound(f"No {kind.label} with slug {slug!r} ({named}); {listing}.", [detail])
 
 
 def _spec_of(doc: BaseModel) -> dict[str, Any]:
@@ -75,7 +88,7 @@ def to_read(kind: CatalogueKind[C, R, E], row: E) -> R:
 def get(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> R:
     row = CatalogueRepository(session, kind.table).get(slug)
     if row is None:
-        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+        raise missing(kind, slug, "path.slug")
     return to_read(kind, row)
 
 
@@ -90,7 +103,9 @@ _SPECS_LOCK = threading.Lock()  # sync endpoints run in a thread pool
 SPEC_CACHE_SIZE = 512
 
 
-async def spec_on_loop(reader: DigestReader, kind: CatalogueKind[C, R, E], slug: str) -> C | None:
+async def spec_on_loop(
+    reader: DigestReader, kind: CatalogueKind[C, R, E], slug: str, field: str | None = None
+) -> C | None:
     """`get_spec` without a session: the digest read on the event loop (`service.catalogue.loopread`), the parse from
     the cache. None when that does not settle it (the reader cannot say, or this process has not parsed that
     content yet): ask `get_spec`."""
@@ -98,7 +113,7 @@ async def spec_on_loop(reader: DigestReader, kind: CatalogueKind[C, R, E], slug:
     if not known:
         return None
     if digest is None:
-        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+        raise missing(kind, slug, field)
     return cached_spec(kind, slug, digest)
 
 
@@ -112,18 +127,19 @@ def cached_spec(kind: CatalogueKind[C, R, E], slug: str, digest: str) -> C | Non
         return cast(C | None, cached)
 
 
-def get_spec(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> C:
-    """The validated document of an entry, for the modelling code (shared: do not change it)."""
+def get_spec(session: Session, kind: CatalogueKind[C, R, E], slug: str, field: str | None = None) -> C:
+    """The validated document of an entry, for the modelling code (shared: do not change it); a 404 names `field`
+    (the request's, `kind.field` unless given)."""
     repo = CatalogueRepository(session, kind.table)
     digest = repo.digest(slug)
     if digest is None:
-        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+        raise missing(kind, slug, field)
     cached = cached_spec(kind, slug, digest)
     if cached is not None:
         return cached
     row = repo.get(slug)
     if row is None:  # deleted between the two reads
-        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+        raise missing(kind, slug, field)
     doc = kind.create.model_validate({**row.spec, "slug": row.slug})
     with _SPECS_LOCK:
         _SPECS[(kind.table.__tablename__, slug, row.spec_sha256)] = doc
@@ -132,11 +148,11 @@ def get_spec(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> C:
     return doc
 
 
-def resolve_hardware(session: Session, ctx: EstimateContext) -> tuple[HardwareSpec, str]:
+def resolve_hardware(session: Session, ctx: EstimateContext, field: str = "body.hardware") -> tuple[HardwareSpec, str]:
     """The profile an estimate runs on, and its name: a catalogue entry or an inline one, with the request's merge
-    patch applied (`hardware_patch`)."""
+    patch applied (`hardware_patch`); `field`: the request's field that names it, for a 404."""
     if isinstance(ctx.hardware, str):
-        return _patched(get_spec(session, HARDWARE, ctx.hardware), ctx.hardware, ctx)
+        return _patched(get_spec(session, HARDWARE, ctx.hardware, field), ctx.hardware, ctx)
     return _patched(ctx.hardware, ctx.hardware.slug, ctx)
 
 
@@ -168,10 +184,11 @@ def calibration_slug(ctx: EstimateContext) -> str | None:
     return ctx.hardware if isinstance(ctx.hardware, str) and not ctx.hardware_patch else None
 
 
-def resolve_model(session: Session, ref: str | ModelSpec) -> tuple[ModelSpec, str]:
-    """The model a run uses, and its name: a catalogue entry or an inline config."""
+def resolve_model(session: Session, ref: str | ModelSpec, field: str = "body.model") -> tuple[ModelSpec, str]:
+    """The model a run uses, and its name: a catalogue entry or an inline config; `field`: the request's field that
+    names it, for a 404."""
     if isinstance(ref, str):
-        return get_spec(session, MODELS, ref), ref
+        return get_spec(session, MODELS, ref, field), ref
     return ref, getattr(ref, "slug", ref.name)
 
 
@@ -218,7 +235,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 def _writable(repo: CatalogueRepository[E], kind: CatalogueKind[C, R, E], slug: str) -> E:
     row = repo.get(slug)
     if row is None:
-        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+        raise missing(kind, slug, "path.slug")
     if row.builtin:
         raise ReadOnly(
             f"{slug!r} is a built-in {kind.label} and is read-only; POST a copy under another slug to change it."

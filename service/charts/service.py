@@ -21,7 +21,7 @@ def chart(
 ) -> bytes:
     """The chart of profile `hardware` for `dtype`, with its results of this op kind and timing scope, as `fmt`
     ("svg" or "png") bytes."""
-    spec = catalogue.get_spec(session, HARDWARE, hardware)
+    spec = catalogue.get_spec(session, HARDWARE, hardware, "path.hardware")
     core = adapters.to_core(spec, EstimateContext(hardware=hardware))
     roofs = Roofs(
         name=spec.name,

@@ -45,11 +45,11 @@ class Resolver:
             body.model_dump(mode="json", include={"hardware", "hardware_patch", "options"}), sort_keys=True
         )
 
-    def model(self, ref: Any) -> tuple[ModelSpec, str]:
+    def model(self, ref: Any, where: str = "body") -> tuple[ModelSpec, str]:
         key = self._model_key(ref)
         if key not in self.models:
             assert self.session is not None, "a resolver without a session holds what it was given"
-            self.models[key] = catalogue.resolve_model(self.session, ref)
+            self.models[key] = catalogue.resolve_model(self.session, ref, f"{where}.model")
         return self.models[key]
 
     def system(
@@ -59,7 +59,7 @@ class Resolver:
         key = self._system_key(body)
         if key not in self.hardware:
             assert self.session is not None, "a resolver without a session holds what it was given"
-            spec, name = catalogue.resolve_hardware(self.session, body)
+            spec, name = catalogue.resolve_hardware(self.session, body, f"{where}.hardware")
             slug = catalogue.calibration_slug(body)
             use = calibrations.for_runs(self.session, slug, body.options.calibration, f"{where}.options.calibration")
             self.hardware[key] = self._built(spec, name, body, use)
@@ -89,7 +89,7 @@ class Resolver:
 
 def prepare(resolver: Resolver, body: InferenceRequest, where: str = "body") -> adapters.Prepared:
     """A request as a core run, its model and profile resolved by `resolver`."""
-    return adapters.prepare_run(body, resolver.model(body.model), resolver.system(body, where), where)
+    return adapters.prepare_run(body, resolver.model(body.model, where), resolver.system(body, where), where)
 
 
 # The op endpoint's hot path (`service.estimates.service.estimate_op` says why): on the event loop when one digest

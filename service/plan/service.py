@@ -32,9 +32,9 @@ def _run(session: Session, body: PlanRequest) -> adapters.PlanOutcome:
     model = catalogue.resolve_model(session, body.model)
     trace = _trace(session, body)
     hardware = []
-    for ref in body.hardware:
+    for i, ref in enumerate(body.hardware):
         ctx = EstimateContext(hardware=ref, options=body.options)
-        spec, name = catalogue.resolve_hardware(session, ctx)
+        spec, name = catalogue.resolve_hardware(session, ctx, f"body.hardware.{i}")
         hardware.append(adapters.Hardware(name, adapters.inference_system(spec, ctx, None)))
     return adapters.plan_serving(body, model, hardware, trace)
 

@@ -10,12 +10,13 @@ from starlette.concurrency import run_in_threadpool
 from schemas.common import Page
 from schemas.traces import TRACE_ID_PATTERN, TraceCreate, TraceRead, TraceRequest
 from service.deps import PagingDep, SessionDep, in_unit_of_work
-from service.encoding import ORJSONResponse
+from service.encoding import ORJSONResponse, OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import TRACE_UPLOAD_EXAMPLES
 from service.traces import service
 
-router = APIRouter(prefix="/v1/traces", tags=["traces"], responses=ERROR_RESPONSES)
+# OrjsonRoute for its parameters' checks (a NUL character in `name`); the upload reads its body itself.
+router = APIRouter(prefix="/v1/traces", tags=["traces"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 
 TraceIdPath = Annotated[
     str,

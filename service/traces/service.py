@@ -26,6 +26,7 @@ def parse(body: bytes, content_type: str | None, name: str | None) -> adapters.T
             doc = orjson.loads(body)
         except orjson.JSONDecodeError as err:
             raise invalid("body", f"not JSON: {err}", "json_invalid") from None
+        adapters.check_json(body, doc)  # nesting, NUL characters: a 422 naming the field
         create = TraceCreate.model_validate(doc)  # a ValidationError is a 422 naming body.<field>
         return adapters.trace_of(
             name or create.name,

@@ -120,8 +120,17 @@ def test_the_error_envelope_goes_through_the_encoder(client: TestClient, encoded
     response = client.get("/v1/hardware/no-such-profile")
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/json"
+    detail = {
+        "field": "path.slug",
+        "message": "no hardware profile 'no-such-profile': GET /v1/hardware lists them",
+        "type": "not_found",
+    }
     assert encoded == [
-        {"error": "not_found", "message": "No hardware profile with slug 'no-such-profile'.", "detail": []}
+        {
+            "error": "not_found",
+            "message": "No hardware profile with slug 'no-such-profile' (path.slug); GET /v1/hardware lists them.",
+            "detail": [detail],
+        }
     ]
 
 

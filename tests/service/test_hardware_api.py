@@ -42,7 +42,17 @@ def test_get_h100_returns_the_profile_with_its_sources(client: TestClient) -> No
 def test_unknown_slug_is_a_404_envelope(client: TestClient) -> None:
     response = client.get("/v1/hardware/nope")
     assert response.status_code == 404
-    assert response.json() == {"error": "not_found", "message": "No hardware profile with slug 'nope'.", "detail": []}
+    assert response.json() == {
+        "error": "not_found",
+        "message": "No hardware profile with slug 'nope' (path.slug); GET /v1/hardware lists them.",
+        "detail": [
+            {
+                "field": "path.slug",
+                "message": "no hardware profile 'nope': GET /v1/hardware lists them",
+                "type": "not_found",
+            }
+        ],
+    }
 
 
 def test_negative_bandwidth_is_a_422_naming_the_field(client: TestClient) -> None:

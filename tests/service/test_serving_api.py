@@ -101,7 +101,7 @@ def test_the_same_seed_gives_the_same_answer(client: TestClient) -> None:
         (with_("engine.memory_fraction", 0.2), "body.engine.memory_fraction"),
         (with_("engine.scheduler", "fifo"), "body.engine.scheduler"),
         (with_("parallelism.tensor", 3), "body.parallelism.tensor"),
-        (with_("mode", "disaggregated"), "body"),
+        (with_("mode", "disaggregated"), "body.prefill"),
     ],
 )
 def test_bad_input_names_the_field(client: TestClient, body: dict[str, Any], field: str) -> None:
