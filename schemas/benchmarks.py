@@ -158,6 +158,9 @@ class BenchmarkRunCreated(BaseModel):
 class BenchmarkRunRead(BaseModel):
     id: int
     hardware: str
+    hardware_version: int = Field(
+        description="The profile's version its results were predicted with (GET /v1/hardware/{slug}/versions/{n})."
+    )
     device: str | None
     host: str
     software: dict[str, str]
@@ -167,7 +170,10 @@ class BenchmarkRunRead(BaseModel):
     )
     results: int
     median_measured_over_predicted: float | None
-    api_key: str | None = Field(default=None, description="Name of the key that uploaded the run.")
+    api_key: str | None = Field(
+        default=None,
+        description="Name of the key that uploaded the run: shown to that key and to admin keys, null to others.",
+    )
     created_at: UtcDatetime
 
 

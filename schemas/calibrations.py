@@ -67,6 +67,10 @@ class CalibrationRead(BaseModel):
     id: int
     hardware: str
     version: int = Field(description="1, 2, … per hardware profile; `latest` is the highest.")
+    hardware_version: int = Field(
+        description="The profile's version it was fitted on (the results predicted with it); it applies to estimates "
+        "only while the profile is at that version."
+    )
     op_families: list[str]
     request: dict[str, Any] = Field(description="The filters and split the calibration was fitted with.")
     groups: list[CalibrationGroup]

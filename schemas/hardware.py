@@ -225,6 +225,10 @@ class HardwareCreate(HardwareSpec):
 
 class HardwareRead(HardwareCreate):
     builtin: bool = Field(description="Built-in catalogue entries are read-only through the API.")
+    version: int = Field(
+        description="1, 2, …: every change of the profile is a new version; a stored run names the version it was "
+        "predicted with (GET /v1/hardware/{slug}/versions/{version})."
+    )
     created_at: UtcDatetime
     updated_at: UtcDatetime
 
@@ -237,7 +241,8 @@ class HardwareSummary(BaseModel):
     builtin: bool
 
 
-_SOURCE_FIELDS = {"sources", "figure_sources", "notes", "name", "vendor", "kind"}
+# Top-level fields that are not figures: citations, words, and a read's `version` (the service's count of changes).
+_SOURCE_FIELDS = {"sources", "figure_sources", "notes", "name", "vendor", "kind", "version"}
 
 
 def numeric_leaves(value: Any, prefix: str = "") -> list[str]:

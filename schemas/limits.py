@@ -130,3 +130,10 @@ URL_LENGTH = 500
 KEY_LENGTH = 40  # citation keys, software names
 FIELD_PATH_LENGTH = 200  # dotted field paths (figure_sources, sweep `vary` keys)
 IDEMPOTENCY_KEY_LENGTH = 200
+
+# --- stored ids -----------------------------------------------------------------------------------------------------
+
+# Versions of a catalogue entry (`/v1/hardware/{slug}/versions/{version}`, `hardware_version` filters) are 32-bit
+# integer columns, as run and calibration ids are: a bigger number names nothing and would overflow PostgreSQL's
+# INTEGER in the query (a 500).
+MAX_STORED_VERSION = 2**31 - 1

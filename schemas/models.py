@@ -136,6 +136,7 @@ class ModelCreate(ModelSpec):
 
 class ModelRead(ModelCreate):
     builtin: bool
+    version: int = Field(description="1, 2, …: every change of the config is a new version (kept).")
     created_at: UtcDatetime
     updated_at: UtcDatetime
 

@@ -8,11 +8,12 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from service.accuracy.router import router as accuracy_router
+from service.auth import READ_RESPONSES, viewer
 from service.benchmarks.router import router as benchmarks_router
 from service.calibrations.router import router as calibrations_router
 from service.catalogue.loopread import digest_reader
@@ -100,10 +101,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Added before the metrics middleware, so it runs inside it: a timed-out request is counted as a 503.
     install_timeouts(app, settings.request_timeout_s, settings.upload_timeout_s)
     install_metrics_middleware(app)
+    # Reads need a key only where the operator says so: then every route but the system ones (health, metrics, docs)
+    # checks it first. Added only then, so that open reads (the hot path) pay nothing for it.
+    gated = settings.read_requires_key
     # Routes are matched in order, each route passed over at a cost (FastAPI tries each in turn): the estimate routes,
     # the service's hot path, come right after the system routes (bench/throughput.py).
+    _docstring_summaries(system_router)
+    app.include_router(system_router)
     for router in (
-        system_router,
         estimates_router,
         collectives_router,
         inference_router,
@@ -119,7 +124,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         traces_router,
     ):
         _docstring_summaries(router)
-        app.include_router(router)
+        if gated:
+            app.include_router(router, dependencies=[Depends(viewer)], responses=READ_RESPONSES)
+        else:
+            app.include_router(router)
     app.mount("/static", _StaticFiles(directory=STATIC_DIR), name="static")
     return app
 

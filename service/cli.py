@@ -140,11 +140,11 @@ def cmd_keys(args: argparse.Namespace) -> int:
                 for row in revoked:
                     print(f"revoked API key {row.id} ({row.name}, prefix {row.prefix})")
             else:
-                print(f"{'id':>4}  {'prefix':<9} {'scope':<7} {'created':<20} {'revoked':<20} name")
+                print(f"{'id':>4}  {'prefix':<9} {'scope':<9} {'created':<20} {'revoked':<20} name")
                 for row in auth.list_keys(session):
                     revoked_at = f"{row.revoked_at:%Y-%m-%d %H:%M:%S}" if row.revoked_at else "-"
                     print(
-                        f"{row.id:>4}  {row.prefix:<9} {row.scope:<7} {row.created_at:%Y-%m-%d %H:%M:%S}  "
+                        f"{row.id:>4}  {row.prefix:<9} {row.scope:<9} {row.created_at:%Y-%m-%d %H:%M:%S}  "
                         f"{revoked_at:<20} {row.name}"
                     )
     finally:
@@ -246,7 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="make a key and print it once")
     create.add_argument("--name", required=True, help="who or what uses it, e.g. worker-gpu-node-17")
-    create.add_argument("--scope", choices=["upload", "admin"], default="upload", help="upload (default) or admin")
+    create.add_argument(
+        "--scope",
+        choices=["upload", "catalogue", "admin"],
+        default="upload",
+        help="upload (default): benchmark runs and traces; catalogue: also hardware profiles and model configs; "
+        "admin: everything, calibrations too",
+    )
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id or prefix, or every live key with a name")
     revoke.add_argument("key", help="key id, prefix or name")
     keys_sub.add_parser("list", help="list keys (never the keys themselves)")

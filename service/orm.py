@@ -16,6 +16,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     UniqueConstraint,
 )
@@ -52,6 +53,12 @@ class CatalogueEntry:
     spec: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     # sha256 of the canonical JSON of `spec`: lets the catalogue load tell unchanged from updated.
     spec_sha256: Mapped[str] = mapped_column(String(64))
+    # 1, 2, …: every change of `spec` (a PATCH, a catalogue load that changed a built-in) is a new version, kept in
+    # the kind's versions table; stored results name the version they were predicted with.
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # The key that made a user entry (only it or an admin key may change it); None for built-ins, and for what a
+    # deleted key made (keys are revoked, not deleted, by the service).
+    owner_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
@@ -69,6 +76,30 @@ class ModelConfig(CatalogueEntry, Base):
     family: Mapped[str] = mapped_column(String(200), index=True)
 
 
+class CatalogueVersion:
+    """Every version of an entry's document, the current one included: what a stored result was predicted with.
+    Deleted with its entry (which nothing stored may refer to then)."""
+
+    version: Mapped[int] = mapped_column(Integer)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    spec_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class HardwareProfileVersion(CatalogueVersion, Base):
+    __tablename__ = "hardware_profile_versions"
+    __table_args__ = (PrimaryKeyConstraint("slug", "version"),)
+
+    slug: Mapped[str] = mapped_column(String(64), ForeignKey("hardware_profiles.slug", ondelete="CASCADE"))
+
+
+class ModelConfigVersion(CatalogueVersion, Base):
+    __tablename__ = "model_config_versions"
+    __table_args__ = (PrimaryKeyConstraint("slug", "version"),)
+
+    slug: Mapped[str] = mapped_column(String(64), ForeignKey("model_configs.slug", ondelete="CASCADE"))
+
+
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a 64-bit id for the big table.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -80,7 +111,7 @@ class ApiKey(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(100))
-    scope: Mapped[str] = mapped_column(String(10))  # upload | admin
+    scope: Mapped[str] = mapped_column(String(10))  # upload | catalogue | admin (service.auth.Scope)
     prefix: Mapped[str] = mapped_column(String(16), index=True)  # the key's public part, to name it in lists
     key_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -96,6 +127,8 @@ class BenchmarkRun(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     hardware: Mapped[str] = mapped_column(String(64), index=True)
+    # The profile's version its results were predicted with (HardwareProfileVersion).
+    hardware_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     device: Mapped[str | None] = mapped_column(String(200))
     host: Mapped[str] = mapped_column(String(200))
     software: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
@@ -146,6 +179,8 @@ class Calibration(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     hardware: Mapped[str] = mapped_column(String(64), index=True)
     version: Mapped[int] = mapped_column(Integer)  # 1, 2, … per hardware
+    # The profile's version it was fitted on (the results predicted with it) and is applied to.
+    hardware_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     op_families: Mapped[list[str]] = mapped_column(JSONDocument)
     request: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # the filters and split it was fitted with
     summary: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # counts and error before/after, per family
@@ -176,4 +211,6 @@ class ServingTrace(Base):
     requests: Mapped[int] = mapped_column(Integer)
     summary: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     data: Mapped[bytes] = mapped_column(LargeBinary)
+    # The key that first stored these requests (only it or an admin key may delete them).
+    owner_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)

@@ -155,6 +155,27 @@ def client(settings: Settings) -> Iterator[TestClient]:
     app.state.engine.dispose()
 
 
+def make_key(client: TestClient, scope: str, name: str | None = None) -> str:
+    """A new API key with `scope` on the client's database (as `ridgeline keys create` makes one)."""
+    from service import auth
+
+    with client.app.state.sessionmaker() as session:  # type: ignore[attr-defined]
+        key = auth.create_key(session, name or f"test-{scope}-{uuid.uuid4().hex[:6]}", auth.Scope(scope)).key
+        session.commit()
+    return key
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+def writer(client: TestClient) -> dict[str, str]:
+    """The `Authorization` header of a catalogue key made for this test: it may write catalogue entries, runs and
+    traces, and change what it made."""
+    return bearer(make_key(client, "catalogue"))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -48,7 +48,7 @@ from sqlalchemy import Integer, delete, func, select
 from service import cli
 from service.app import create_app
 from service.examples import TRACE_UPLOAD_EXAMPLES
-from service.orm import Base, HardwareProfile, ModelConfig
+from service.orm import Base, HardwareProfile, HardwareProfileVersion, ModelConfig, ModelConfigVersion
 from service.settings import Settings
 from tests.conftest import REPO
 
@@ -650,7 +650,9 @@ def clean_slate(client: TestClient) -> None:
     with factory() as db:
         for table in reversed(Base.metadata.sorted_tables):
             if table.name in (HardwareProfile.__tablename__, ModelConfig.__tablename__):
-                db.execute(delete(table).where(table.c.builtin.is_(False)))
+                db.execute(delete(table).where(table.c.builtin.is_(False)))  # their versions go with them
+            elif table.name in (HardwareProfileVersion.__tablename__, ModelConfigVersion.__tablename__):
+                continue  # the built-ins' are kept
             else:
                 db.execute(delete(table))
         if db.get_bind().dialect.name == "postgresql":  # SQLite reuses ids of an empty table by itself

@@ -31,7 +31,7 @@ from worker.results import Measurement
 __all__ = ["Ceilings", "HostFacts", "build_profile", "host_slug", "publish", "replacement_patch"]
 
 _SLUG_TEXT = re.compile(r"[^a-z0-9._-]+")
-_READ_ONLY = ("slug", "builtin", "created_at", "updated_at")
+_READ_ONLY = ("slug", "builtin", "version", "created_at", "updated_at")
 # Rates are solved for by bisection in log space between these bounds (FLOP/s or bytes/s), to a relative 1e-9.
 _RATE_BOUNDS = (1e3, 1e18)
 _RELATIVE_TOLERANCE = 1e-9

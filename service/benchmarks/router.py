@@ -16,7 +16,8 @@ from schemas.benchmarks import (
     TimingScope,
 )
 from schemas.common import Dtype, Page
-from service.auth import AUTH_RESPONSES, ReaderDep, UploaderDep, WriteSessionDep
+from schemas.limits import MAX_STORED_VERSION
+from service.auth import AUTH_RESPONSES, UploaderDep, ViewerDep, WriteSessionDep
 from service.benchmarks import service
 from service.deps import PagingDep, SessionDep
 from service.encoding import OrjsonRoute
@@ -96,9 +97,13 @@ def upload_run(
 @router.get("")
 def list_runs(
     session: SessionDep,
-    _reader: ReaderDep,
+    viewer: ViewerDep,
     paging: PagingDep,
     hardware: Annotated[str | None, Query(max_length=64, description="Only runs on this profile (slug).")] = None,
+    hardware_version: Annotated[
+        int | None,
+        Query(ge=1, le=MAX_STORED_VERSION, description="Only runs predicted with this version of the profile."),
+    ] = None,
     op_kind: Annotated[str | None, Query(max_length=20, description="Only runs with results of this op kind.")] = None,
     dtype: Annotated[Dtype | None, Query(description="Only runs with results in this dtype.")] = None,
     software: Annotated[
@@ -117,6 +122,7 @@ def list_runs(
     name, _, version = (software or "").partition("=")
     filters = RunFilters(
         hardware=hardware,
+        hardware_version=hardware_version,
         op_kind=op_kind,
         dtype=dtype.value if dtype else None,
         software=name or None,
@@ -125,18 +131,20 @@ def list_runs(
         since=_utc(since),
         until=_utc(until),
     )
-    items, total = service.page_runs(session, filters, paging.limit, paging.offset)
+    items, total = service.page_runs(session, filters, paging.limit, paging.offset, viewer)
     return Page(items=items, total=total, limit=paging.limit, offset=paging.offset)
 
 
 @router.get("/{run_id}")
 def get_run(
     session: SessionDep,
-    _reader: ReaderDep,
+    viewer: ViewerDep,
     paging: PagingDep,
     run_id: Annotated[int, Path(ge=1, le=2**31 - 1)],
     op_kind: Annotated[str | None, Query(max_length=20)] = None,
     dtype: Annotated[Dtype | None, Query()] = None,
 ) -> BenchmarkRunDetail:
     """One run with a page of its results, each with its prediction and measured / predicted."""
-    return service.get_run(session, run_id, op_kind, dtype.value if dtype else None, paging.limit, paging.offset)
+    return service.get_run(
+        session, run_id, op_kind, dtype.value if dtype else None, paging.limit, paging.offset, viewer
+    )

@@ -178,6 +178,13 @@ def _create_run(
     slug, device = resolve_hardware(session, body.hardware)
     # Charged once the upload is known to be new and well-formed, before the predictions are computed.
     spent = ratelimit.charge(session, limits, principal.key_id, len(body.results)) if limits else None
+    # After the charge's commit, which would release it: the profile's version, held until this run is stored (a
+    # PATCH or DELETE of the profile waits), so the results are predicted with the version they name.
+    version = catalogue.version_in_use(session, HARDWARE, slug)
+    if version is None:  # deleted since it was resolved (the charge stands: the request was made)
+        message = f"No hardware profile with slug {slug!r}: it was deleted meanwhile."
+        detail = [ErrorDetail(field="body.hardware", message=message, type="value_error")]
+        raise Unprocessable(validation_message(detail), detail)
     spec = catalogue.get_spec(session, HARDWARE, slug)
     ops = [r.op for r in body.results]
     preds = adapters.predict_measured(spec, slug, body.timing_scope, ops, body.host_overhead_s)
@@ -191,6 +198,7 @@ def _create_run(
         session,
         {
             "hardware": slug,
+            "hardware_version": version,
             "device": device,
             "host": body.host,
             "software": body.software,
@@ -245,6 +253,7 @@ def _run_read(run: BenchmarkRun, key_names: dict[int, str]) -> BenchmarkRunRead:
     return BenchmarkRunRead(
         id=run.id,
         hardware=run.hardware,
+        hardware_version=run.hardware_version,
         device=run.device,
         host=run.host,
         software=run.software,
@@ -280,21 +289,36 @@ def result_read(row: BenchmarkResult) -> BenchmarkResultRead:
     )
 
 
-def page_runs(session: Session, filters: RunFilters, limit: int, offset: int) -> tuple[list[BenchmarkRunRead], int]:
+def _shown_keys(repo: BenchmarkRepository, runs: list[BenchmarkRun], viewer: Principal | None) -> dict[int, str]:
+    """The names of the uploading keys the viewer may see: its own, or all of them for an admin key; none to an
+    anonymous reader."""
+    ids = {r.api_key_id for r in runs if r.api_key_id is not None and viewer is not None and viewer.owns(r.api_key_id)}
+    return repo.key_names(ids)
+
+
+def page_runs(
+    session: Session, filters: RunFilters, limit: int, offset: int, viewer: Principal | None = None
+) -> tuple[list[BenchmarkRunRead], int]:
     repo = BenchmarkRepository(session)
     runs, total = repo.page_runs(filters, limit, offset)
-    names = repo.key_names({r.api_key_id for r in runs if r.api_key_id is not None})
+    names = _shown_keys(repo, runs, viewer)
     return [_run_read(r, names) for r in runs], total
 
 
 def get_run(
-    session: Session, run_id: int, op_kind: str | None, dtype: str | None, limit: int, offset: int
+    session: Session,
+    run_id: int,
+    op_kind: str | None,
+    dtype: str | None,
+    limit: int,
+    offset: int,
+    viewer: Principal | None = None,
 ) -> BenchmarkRunDetail:
     repo = BenchmarkRepository(session)
     run = repo.run(run_id)
     if run is None:
         raise NotFound(f"No benchmark run with id {run_id}.")
-    names = repo.key_names({run.api_key_id} if run.api_key_id is not None else set())
+    names = _shown_keys(repo, [run], viewer)
     rows, total = ResultRepository(session).page(run_id, op_kind, dtype, limit, offset)
     return BenchmarkRunDetail(
         **_run_read(run, names).model_dump(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from service.orm import Calibration
+from service.orm import Calibration, HardwareProfile
 
 
 class CalibrationRepository:
@@ -22,14 +22,22 @@ class CalibrationRepository:
         )
 
     def recent(self, hardware: str, limit: int = 50) -> list[Calibration]:
-        """The hardware's calibrations, newest first: "latest" takes, per op family, the newest that covers it."""
+        """The hardware's calibrations fitted on its current version, newest first: "latest" takes, per op family,
+        the newest that covers it."""
         return list(
             self.session.scalars(
                 select(Calibration)
-                .where(Calibration.hardware == hardware)
+                .join(HardwareProfile, HardwareProfile.slug == Calibration.hardware)
+                .where(Calibration.hardware == hardware, Calibration.hardware_version == HardwareProfile.version)
                 .order_by(Calibration.version.desc())
                 .limit(limit)
             ).all()
+        )
+
+    def count(self, hardware: str) -> int:
+        return (
+            self.session.scalar(select(func.count()).select_from(Calibration).where(Calibration.hardware == hardware))
+            or 0
         )
 
     def next_version(self, hardware: str) -> int:

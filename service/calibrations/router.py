@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Path, Query
 
 from schemas.calibrations import CalibrationCreate, CalibrationRead
 from schemas.common import Page
-from service.auth import AUTH_RESPONSES, AdminDep, ReaderDep, WriteSessionDep
+from service.auth import AUTH_RESPONSES, AdminDep, WriteSessionDep
 from service.calibrations import service
 from service.deps import PagingDep, SessionDep
 from service.encoding import OrjsonRoute
@@ -36,7 +36,6 @@ def create_calibration(
 @router.get("")
 def list_calibrations(
     session: SessionDep,
-    _reader: ReaderDep,
     paging: PagingDep,
     hardware: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Page[CalibrationRead]:
@@ -46,8 +45,6 @@ def list_calibrations(
 
 
 @router.get("/{calibration_id}")
-def get_calibration(
-    session: SessionDep, _reader: ReaderDep, calibration_id: Annotated[int, Path(ge=1, le=2**31 - 1)]
-) -> CalibrationRead:
+def get_calibration(session: SessionDep, calibration_id: Annotated[int, Path(ge=1, le=2**31 - 1)]) -> CalibrationRead:
     """One calibration: what it was fitted on, its corrections, and its error before and after on held-out data."""
     return service.get(session, calibration_id)

@@ -4,6 +4,7 @@ result of the hardware stamped with its calibrated prediction."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,15 +74,20 @@ def _arrays(data: ResultColumns) -> tuple[NDArray[np.float64], NDArray[np.float6
 
 
 def create(session: Session, body: CalibrationCreate) -> CalibrationRead:
-    catalogue.get_spec(session, HARDWARE, body.hardware)  # 404 for an unknown profile
+    """Fit on the results predicted with the profile's current version: the calibration corrects that version's
+    predictions, so results predicted with other figures have no say (and keep their own calibrated values)."""
+    version = catalogue.version_in_use(session, HARDWARE, body.hardware)
+    if version is None:
+        raise NotFound(f"No hardware profile with slug {body.hardware!r}.")
     repo = CalibrationRepository(session)
     families = sorted(set(body.op_families)) if body.op_families else None
-    data = ResultRepository(session).columns(_filters(body), families)
+    filters = replace(_filters(body), hardware_version=version)
+    data = ResultRepository(session).columns(filters, families)
     measured, physical, work = _arrays(data)
     by_group = adapters.calibration_groups(data.op, measured, work)
     if not by_group:
         raise Unprocessable(
-            f"No predicted results to calibrate on for {body.hardware!r} with these filters"
+            f"No predicted results to calibrate on for {body.hardware!r} (version {version}) with these filters"
             + (f" and op families {', '.join(families)}" if families else "")
             + "; upload some with POST /v1/benchmarks."
         )
@@ -100,6 +106,7 @@ def create(session: Session, body: CalibrationCreate) -> CalibrationRead:
     row = Calibration(
         hardware=body.hardware,
         version=repo.next_version(body.hardware),
+        hardware_version=version,
         op_families=sorted({adapters.op_kind(g.family) for g in result.groups}),
         request=body.model_dump(mode="json"),
         summary=summary,
@@ -115,7 +122,10 @@ def _stamp(session: Session, calibration: Calibration, train_ids: dict[int, int]
     """Give every stored result of the hardware in the covered groups its calibrated prediction; a result the
     calibration was trained on gets its leave-one-out value, not its own measurement back."""
     results = ResultRepository(session)
-    everything = results.columns(RunFilters(hardware=calibration.hardware), sorted(calibration.op_families))
+    everything = results.columns(
+        RunFilters(hardware=calibration.hardware, hardware_version=calibration.hardware_version),
+        sorted(calibration.op_families),
+    )
     _, physical, work = _arrays(everything)
     own = {p: train_ids[rid] for p, rid in enumerate(everything.id) if rid in train_ids}
     calibrated, _, _ = adapters.calibrate_docs([fitted(calibration)], everything.op, work, physical, own)
@@ -133,6 +143,7 @@ def to_read(row: Calibration) -> CalibrationRead:
         id=row.id,
         hardware=row.hardware,
         version=row.version,
+        hardware_version=row.hardware_version,
         op_families=row.op_families,
         request=row.request,
         groups=[CalibrationGroup.model_validate(g) for g in row.summary["groups"]],
@@ -177,6 +188,14 @@ def choose(
     if hardware is not None and row.hardware != hardware:
         message = f"Calibration {row.id} is for {row.hardware!r}, not {hardware!r}."
         raise Unprocessable(message, [ErrorDetail(field=field, message=message, type="value_error")])
+    if hardware is not None:
+        current = catalogue.current_version(session, HARDWARE, hardware)
+        if current is not None and current != row.hardware_version:
+            message = (
+                f"Calibration {row.id} was fitted on version {row.hardware_version} of {hardware!r}, which is now at "
+                f"version {current}: fit a new one."
+            )
+            raise Unprocessable(message, [ErrorDetail(field=field, message=message, type="value_error")])
     return adapters.Chosen(choice, [fitted(row)])
 
 
@@ -188,11 +207,17 @@ def for_runs(session: Session, hardware: str | None, choice: str | int, where: s
     return adapters.CalibrationUse.of(choose(session, hardware, choice, where))
 
 
+def count(session: Session, hardware: str) -> int:
+    """Calibrations fitted on profile `hardware` (which refer to it)."""
+    return CalibrationRepository(session).count(hardware)
+
+
 def calibrate_predictions(
     session: Session, hardware: str, ops: list[Any], preds: adapters.Predictions
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Calibrated predictions for incoming results (per op family, the newest calibration of their hardware that
-    covers it): seconds per op (NaN where no calibration covers it) and the calibration id used (0: none)."""
+    """Calibrated predictions for incoming results (per op family, the newest calibration of their hardware's current
+    version that covers it): seconds per op (NaN where no calibration covers it) and the calibration id used (0:
+    none)."""
     recent = CalibrationRepository(session).recent(hardware)
     if not recent:
         return np.full(len(ops), np.nan), np.zeros(len(ops), dtype=np.int64)

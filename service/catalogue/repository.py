@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
-from service.orm import HardwareProfile, ModelConfig
+from service.orm import CatalogueVersion, HardwareProfile, HardwareProfileVersion, ModelConfig, ModelConfigVersion
 
 E = TypeVar("E", HardwareProfile, ModelConfig)
+Versions = type[HardwareProfileVersion] | type[ModelConfigVersion]
 
 
 class CatalogueRepository(Generic[E]):
@@ -20,6 +21,32 @@ class CatalogueRepository(Generic[E]):
 
     def get(self, slug: str) -> E | None:
         return self.session.get(self.table, slug)
+
+    def get_for_update(self, slug: str) -> E | None:
+        """The entry, its row locked until the transaction ends (PostgreSQL; SQLite lets one writer at a time)."""
+        return self.session.scalar(
+            select(self.table)
+            .where(self.table.slug == slug)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+
+    def current_version(self, slug: str) -> int | None:
+        return self.session.scalar(select(self.table.version).where(self.table.slug == slug))
+
+    def version_for_share(self, slug: str) -> int | None:
+        """The entry's version, its row share-locked until the transaction ends: updates and deletes wait."""
+        return self.session.scalar(select(self.table.version).where(self.table.slug == slug).with_for_update(read=True))
+
+    def version(self, versions: Versions, slug: str, version: int) -> CatalogueVersion | None:
+        return cast(CatalogueVersion | None, self.session.get(versions, (slug, version)))
+
+    def add_version(self, versions: Versions, entry: E) -> None:
+        """Keep the entry's current document as its version."""
+        self.session.add(
+            versions(slug=entry.slug, version=entry.version, spec=entry.spec, spec_sha256=entry.spec_sha256)
+        )
+        self.session.flush()
 
     def digest(self, slug: str) -> str | None:
         """The entry's `spec_sha256` alone: what a cached parse of its document is checked against. A Core statement

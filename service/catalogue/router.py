@@ -10,18 +10,28 @@ from fastapi import APIRouter, Body, Depends, Path, Response
 from fastapi.openapi.models import Example
 
 from schemas.common import Page
-from service.auth import WriteSessionDep
+from schemas.limits import MAX_STORED_VERSION
+from service.auth import AUTH_RESPONSES, CatalogueKeyDep, WriteSessionDep
 from service.catalogue import service
-from service.catalogue.service import C, CatalogueKind, E, R
+from service.catalogue.service import C, CatalogueKind, E, R, References
 from service.deps import PagingDep, SessionDep
 from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 
-# The unit of work of every catalogue write (create, merge-patch, delete; both kinds): a check on the writer's key
-# (its scope, the entry's owner) is added here, once.
+# The unit of work of every catalogue write (create, merge-patch, delete; both kinds); each also takes the writer's
+# key (`CatalogueKeyDep`: 401 without one, 403 below the catalogue scope), and the service checks the entry's owner.
 CatalogueWriteDep = WriteSessionDep
 
-_READ_ONLY: dict[int | str, dict[str, Any]] = {403: ERROR_RESPONSES[400] | {"description": "Built-in, read-only"}}
+_WRITE: dict[int | str, dict[str, Any]] = {
+    401: AUTH_RESPONSES[401],
+    403: ERROR_RESPONSES[400]
+    | {"description": "The key's scope is below catalogue, or the entry is built-in (read-only) or another key's"},
+}
+_CREATE: dict[int | str, dict[str, Any]] = {
+    401: AUTH_RESPONSES[401],
+    403: AUTH_RESPONSES[403],
+    409: ERROR_RESPONSES[400] | {"description": "Slug taken"},
+}
 
 
 def catalogue_router(
@@ -38,6 +48,7 @@ def catalogue_router(
     get_summary: str,
     create_summary: str,
     before_slug: Mapping[str, Callable[..., Any]] | None = None,
+    references: References | None = None,
 ) -> APIRouter:
     """The routes of `kind` under `/v1/{collection}`, tagged `collection`.
 
@@ -46,7 +57,7 @@ def catalogue_router(
     parameters filter the list and which returns them as the catalogue's columns. `item` names the operations
     (`list_{collection}`, `get_{item}`, …: the OpenAPI operation ids), `document` the merge patch's target ("profile").
     `before_slug` maps paths to GET endpoints of this kind alone, matched before `/{slug}` would take the path for a
-    slug."""
+    slug. `references` says what stored data refers to an entry, which may then not be deleted (409)."""
     router = APIRouter(
         prefix=f"/v1/{collection}", tags=[collection], responses=ERROR_RESPONSES, route_class=OrjsonRoute
     )
@@ -59,14 +70,17 @@ def catalogue_router(
     def get_item(session: SessionDep, slug: str) -> R:
         return service.get(session, kind, slug)
 
-    def create_item(session: CatalogueWriteDep, body: C) -> R:
-        return service.create(session, kind, body)
+    def get_item_version(session: SessionDep, slug: str, version: int) -> R:
+        return service.get_version(session, kind, slug, version)
 
-    def update_item(session: CatalogueWriteDep, slug: str, patch: dict[str, Any]) -> R:
-        return service.update(session, kind, slug, patch)
+    def create_item(session: CatalogueWriteDep, key: CatalogueKeyDep, body: C) -> R:
+        return service.create(session, kind, body, key)
 
-    def delete_item(session: CatalogueWriteDep, slug: str) -> Response:
-        service.delete(session, kind, slug)
+    def update_item(session: CatalogueWriteDep, key: CatalogueKeyDep, slug: str, patch: dict[str, Any]) -> R:
+        return service.update(session, kind, slug, patch, key)
+
+    def delete_item(session: CatalogueWriteDep, key: CatalogueKeyDep, slug: str) -> Response:
+        service.delete(session, kind, slug, key, references)
         return Response(status_code=204)
 
     # FastAPI reads an endpoint's parameters, and so the OpenAPI document, from its annotations: these take the kind's
@@ -74,6 +88,10 @@ def catalogue_router(
     slug = Annotated[str, Path(max_length=64, description=slug_description)]
     list_items.__annotations__["filter_by"] = Annotated[dict[str, str | None], Depends(filters)]
     get_item.__annotations__["slug"] = slug
+    get_item_version.__annotations__["slug"] = slug
+    get_item_version.__annotations__["version"] = Annotated[
+        int, Path(ge=1, le=MAX_STORED_VERSION, description="1, 2, …")
+    ]
     create_item.__annotations__["body"] = create
     update_item.__annotations__["slug"] = slug
     update_item.__annotations__["patch"] = Annotated[
@@ -100,13 +118,21 @@ def catalogue_router(
         "/{slug}", get_item, methods=["GET"], name=f"get_{item}", response_model=kind.read, description=get_summary
     )
     router.add_api_route(
+        "/{slug}/versions/{version}",
+        get_item_version,
+        methods=["GET"],
+        name=f"get_{item}_version",
+        response_model=kind.read,
+        description=f"One version of a {label}: the document stored results were predicted with then.",
+    )
+    router.add_api_route(
         "",
         create_item,
         methods=["POST"],
         name=f"create_{item}",
         response_model=kind.read,
         status_code=201,
-        responses={409: ERROR_RESPONSES[400] | {"description": "Slug taken"}},
+        responses=_CREATE,
         description=create_summary,
     )
     router.add_api_route(
@@ -115,8 +141,8 @@ def catalogue_router(
         methods=["PATCH"],
         name=f"update_{item}",
         response_model=kind.read,
-        responses=_READ_ONLY,
-        description=f"Change a user-added {label}.",
+        responses=_WRITE,
+        description=f"Change a user-added {label} (needs the key that made it, or an admin key): a new version.",
     )
     router.add_api_route(
         "/{slug}",
@@ -124,7 +150,8 @@ def catalogue_router(
         methods=["DELETE"],
         name=f"delete_{item}",
         status_code=204,
-        responses=_READ_ONLY,
-        description=f"Delete a user-added {label}.",
+        responses=_WRITE
+        | ({409: ERROR_RESPONSES[400] | {"description": "Stored data refers to it"}} if references else {}),
+        description=f"Delete a user-added {label} (needs the key that made it, or an admin key).",
     )
     return router

@@ -1,4 +1,6 @@
-"""Rules for catalogue entries: built-ins are read-only, slugs are unique, PATCH is a JSON merge patch."""
+"""Rules for catalogue entries: built-ins are read-only, slugs are unique, PATCH is a JSON merge patch, a user entry
+is changed only by the key that made it (or an admin key), every change of a document is a new version (kept), and an
+entry that stored results refer to is never deleted."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
@@ -18,10 +21,11 @@ from schemas.common import ErrorDetail
 from schemas.estimates import EstimateContext
 from schemas.hardware import HardwareCreate, HardwareRead, HardwareSpec
 from schemas.models import ModelCreate, ModelRead, ModelSpec
+from service.auth import Principal, check_owner
 from service.catalogue.loopread import DigestReader
 from service.catalogue.repository import CatalogueRepository
 from service.errors import Conflict, NotFound, ReadOnly, Unprocessable, details_from_validation, validation_message
-from service.orm import HardwareProfile, ModelConfig
+from service.orm import HardwareProfile, HardwareProfileVersion, ModelConfig, ModelConfigVersion
 
 log = logging.getLogger("ridgeline")
 
@@ -30,13 +34,18 @@ R = TypeVar("R", HardwareRead, ModelRead)
 E = TypeVar("E", HardwareProfile, ModelConfig)
 
 # The merge patch may not change these: identity and provenance belong to the service.
-_IMMUTABLE = ("slug", "builtin", "created_at", "updated_at")
+_IMMUTABLE = ("slug", "builtin", "version", "created_at", "updated_at")
+
+# What stored data refers to an entry: `(session, slug)` → phrases such as "3 benchmark runs" (empty: nothing).
+# Given by the kind's router (`service.hardware`), which sits above the stored results.
+References = Callable[[Session, str], list[str]]
 
 
 @dataclass(frozen=True)
 class CatalogueKind(Generic[C, R, E]):
     label: str  # "hardware profile"
     table: type[E]
+    versions: type[HardwareProfileVersion] | type[ModelConfigVersion]  # every version of each entry's document
     create: type[C]
     read: type[R]
     filter_columns: tuple[str, ...]  # columns copied from the document for filtering
@@ -48,11 +57,18 @@ class CatalogueKind(Generic[C, R, E]):
 
 
 HARDWARE: CatalogueKind[HardwareCreate, HardwareRead, HardwareProfile] = CatalogueKind(
-    "hardware profile", HardwareProfile, HardwareCreate, HardwareRead, ("vendor", "kind"),
+    "hardware profile", HardwareProfile, HardwareProfileVersion, HardwareCreate, HardwareRead, ("vendor", "kind"),
     collection="hardware", field="body.hardware",
 )  # fmt: skip
 MODELS: CatalogueKind[ModelCreate, ModelRead, ModelConfig] = CatalogueKind(
-    "model config", ModelConfig, ModelCreate, ModelRead, ("family",), collection="models", field="body.model"
+    "model config",
+    ModelConfig,
+    ModelConfigVersion,
+    ModelCreate,
+    ModelRead,
+    ("family",),
+    collection="models",
+    field="body.model",
 )
 
 
@@ -79,6 +95,7 @@ def to_read(kind: CatalogueKind[C, R, E], row: E) -> R:
             **row.spec,
             "slug": row.slug,
             "builtin": row.builtin,
+            "version": row.version,
             "created_at": row.created_at,
             "updated_at": row.updated_at,
         }
@@ -90,6 +107,39 @@ def get(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> R:
     if row is None:
         raise missing(kind, slug, "path.slug")
     return to_read(kind, row)
+
+
+def get_version(session: Session, kind: CatalogueKind[C, R, E], slug: str, version: int) -> R:
+    """The entry as it was at `version` (its document then; `updated_at`: when that version was made)."""
+    repo = CatalogueRepository(session, kind.table)
+    row = repo.get(slug)
+    if row is None:
+        raise NotFound(f"No {kind.label} with slug {slug!r}.")
+    old = repo.version(kind.versions, slug, version)
+    if old is None:
+        raise NotFound(f"The {kind.label} {slug!r} has no version {version} (it is at version {row.version}).")
+    return kind.read.model_validate(
+        {
+            **old.spec,
+            "slug": slug,
+            "builtin": row.builtin,
+            "version": old.version,
+            "created_at": row.created_at,
+            "updated_at": old.created_at,
+        }
+    )
+
+
+def current_version(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> int | None:
+    """The entry's version now (None: no such entry)."""
+    return CatalogueRepository(session, kind.table).current_version(slug)
+
+
+def version_in_use(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> int | None:
+    """The entry's current version, held until the caller's transaction ends (None: no such entry): what a stored
+    result is about to be predicted with or a calibration fitted on. A PATCH or DELETE of the entry waits for that
+    transaction, so the result never names a version (or an entry) that changed under it."""
+    return CatalogueRepository(session, kind.table).version_for_share(slug)
 
 
 # Parsed documents by (table, slug, spec_sha256). Every estimate reads its profile (and an inference its model
@@ -207,15 +257,30 @@ def page(
     return [to_read(kind, row) for row in rows], total
 
 
-def create(session: Session, kind: CatalogueKind[C, R, E], doc: C, *, builtin: bool = False) -> R:
+def _new_row(kind: CatalogueKind[C, R, E], doc: C, *, builtin: bool, owner_key_id: int | None) -> E:
+    spec = _spec_of(doc)
+    return kind.table(
+        slug=doc.slug,
+        name=doc.name,
+        builtin=builtin,
+        spec=spec,
+        spec_sha256=_sha256(spec),
+        version=1,
+        owner_key_id=owner_key_id,
+        **kind.columns(doc),
+    )
+
+
+def create(
+    session: Session, kind: CatalogueKind[C, R, E], doc: C, owner: Principal | None = None, *, builtin: bool = False
+) -> R:
+    """Store a new entry, owned by the key `owner` (None: no key, as the command line's and the built-ins')."""
     repo = CatalogueRepository(session, kind.table)
     if repo.get(doc.slug) is not None:
         raise Conflict(f"A {kind.label} with slug {doc.slug!r} already exists.")
-    spec = _spec_of(doc)
-    row = kind.table(
-        slug=doc.slug, name=doc.name, builtin=builtin, spec=spec, spec_sha256=_sha256(spec), **kind.columns(doc)
-    )
+    row = _new_row(kind, doc, builtin=builtin, owner_key_id=owner.key_id if owner else None)
     repo.add(row)
+    repo.add_version(kind.versions, row)
     return to_read(kind, row)
 
 
@@ -232,20 +297,25 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def _writable(repo: CatalogueRepository[E], kind: CatalogueKind[C, R, E], slug: str) -> E:
-    row = repo.get(slug)
+def _writable(repo: CatalogueRepository[E], kind: CatalogueKind[C, R, E], slug: str, principal: Principal) -> E:
+    """The entry, locked until the transaction ends (a concurrent PATCH, DELETE or upload waits), if `principal`
+    may change it."""
+    row = repo.get_for_update(slug)
     if row is None:
         raise missing(kind, slug, "path.slug")
     if row.builtin:
         raise ReadOnly(
             f"{slug!r} is a built-in {kind.label} and is read-only; POST a copy under another slug to change it."
         )
+    check_owner(principal, row.owner_key_id, f"{kind.label} {slug!r}")
     return row
 
 
-def update(session: Session, kind: CatalogueKind[C, R, E], slug: str, patch: dict[str, Any]) -> R:
+def update(session: Session, kind: CatalogueKind[C, R, E], slug: str, patch: dict[str, Any], principal: Principal) -> R:
+    """Merge-patch the entry's document; a changed document is a new version (the old ones are kept, and results
+    predicted with them keep naming them)."""
     repo = CatalogueRepository(session, kind.table)
-    row = _writable(repo, kind, slug)
+    row = _writable(repo, kind, slug, principal)
     for name in _IMMUTABLE:
         if name in patch and not (name == "slug" and patch[name] == slug):
             raise Unprocessable(f"body.{name}: cannot be changed by PATCH.")
@@ -256,18 +326,43 @@ def update(session: Session, kind: CatalogueKind[C, R, E], slug: str, patch: dic
         detail = details_from_validation(list(err.errors()), ("body",))
         raise Unprocessable(validation_message(detail), detail) from None
     spec = _spec_of(doc)
-    row.spec = spec
-    row.spec_sha256 = _sha256(spec)
-    row.name = doc.name
-    for column, value in kind.columns(doc).items():
-        setattr(row, column, value)
-    session.flush()
+    if _sha256(spec) != row.spec_sha256:
+        _set_document(repo, kind, row, doc, spec)
     return to_read(kind, row)
 
 
-def delete(session: Session, kind: CatalogueKind[C, R, E], slug: str) -> None:
+def _set_document(
+    repo: CatalogueRepository[E], kind: CatalogueKind[C, R, E], row: E, doc: C, spec: dict[str, Any]
+) -> None:
+    """Give `row` a new document as its next version, kept beside the earlier ones."""
+    row.spec = spec
+    row.spec_sha256 = _sha256(spec)
+    row.name = doc.name
+    row.version += 1
+    for column, value in kind.columns(doc).items():
+        setattr(row, column, value)
+    repo.session.flush()
+    repo.add_version(kind.versions, row)
+
+
+def delete(
+    session: Session,
+    kind: CatalogueKind[C, R, E],
+    slug: str,
+    principal: Principal,
+    references: References | None = None,
+) -> None:
+    """Delete a user entry and its versions; 409 while stored data refers to it (`references`): a slug re-created
+    with other figures would silently change what those results are read against."""
     repo = CatalogueRepository(session, kind.table)
-    repo.delete(_writable(repo, kind, slug))
+    row = _writable(repo, kind, slug, principal)
+    uses = references(session, slug) if references else []
+    if uses:
+        raise Conflict(
+            f"Cannot delete {kind.label} {slug!r}: stored data refers to it ({', '.join(uses)}). Change it with "
+            "PATCH instead: stored results keep the version they were predicted with."
+        )
+    repo.delete(row)
 
 
 @dataclass
@@ -291,18 +386,15 @@ def _sync_once(session: Session, kind: CatalogueKind[C, R, E], docs: list[C]) ->
         digest = _sha256(spec)
         row = repo.get(doc.slug)
         if row is None:
-            repo.add(
-                kind.table(
-                    slug=doc.slug, name=doc.name, builtin=True, spec=spec, spec_sha256=digest, **kind.columns(doc)
-                )
-            )
+            row = _new_row(kind, doc, builtin=True, owner_key_id=None)
+            repo.add(row)
+            repo.add_version(kind.versions, row)
             report.inserted.append(doc.slug)
         elif not row.builtin:
             report.shadowed.append(doc.slug)
         elif row.spec_sha256 != digest:
-            row.spec, row.spec_sha256, row.name = spec, digest, doc.name
-            for column, value in kind.columns(doc).items():
-                setattr(row, column, value)
+            # A process racing this one to the same new version fails on the version's key and retries.
+            _set_document(repo, kind, row, doc, spec)
             report.updated.append(doc.slug)
         else:
             report.unchanged.append(doc.slug)

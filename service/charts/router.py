@@ -8,16 +8,13 @@ from fastapi import APIRouter, Path, Query, Response
 
 from schemas.benchmarks import TimingScope
 from schemas.common import Dtype
-from service.auth import AUTH_RESPONSES, ReaderDep
 from service.charts import service
 from service.charts.formats import ChartEndpoint, ImageFormat, chart_routes
 from service.deps import SessionDep
 from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 
-router = APIRouter(
-    prefix="/v1/roofline", tags=["benchmarks"], responses={**ERROR_RESPONSES, **AUTH_RESPONSES}, route_class=OrjsonRoute
-)
+router = APIRouter(prefix="/v1/roofline", tags=["benchmarks"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 
 HardwarePath = Annotated[str, Path(max_length=64, description="Hardware slug, e.g. a100-sxm-80gb.")]
 DtypeQuery = Annotated[Dtype, Query(description="The dtype whose peaks are drawn and whose results are plotted.")]
@@ -31,7 +28,6 @@ def roofline(fmt: ImageFormat) -> ChartEndpoint:
 
     def draw(
         session: SessionDep,
-        _reader: ReaderDep,
         hardware: HardwarePath,
         dtype: DtypeQuery = Dtype.bf16,
         op_kind: KindQuery = None,

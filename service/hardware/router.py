@@ -14,6 +14,7 @@ from service.catalogue.router import catalogue_router
 from service.catalogue.service import HARDWARE
 from service.deps import SessionDep
 from service.examples import HARDWARE_CREATE_EXAMPLE, HARDWARE_PATCH_EXAMPLE
+from service.hardware.service import references
 
 
 def _filters(
@@ -50,6 +51,7 @@ router = catalogue_router(
     document="profile",
     patch_examples=HARDWARE_PATCH_EXAMPLE,
     get_summary="One hardware profile with the source of every figure.",
-    create_summary="Add a hardware profile; every figure needs a source.",
+    create_summary="Add a hardware profile (needs a catalogue key); every figure needs a source.",
     before_slug={"/resolve": resolve_device},
+    references=references,
 )

@@ -31,5 +31,5 @@ router = catalogue_router(
     document="config",
     patch_examples=MODEL_PATCH_EXAMPLE,
     get_summary="One model config.",
-    create_summary="Add a model config.",
+    create_summary="Add a model config (needs a catalogue key).",
 )

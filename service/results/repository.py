@@ -21,6 +21,7 @@ class RunFilters:
     and dtype."""
 
     hardware: str | None = None
+    hardware_version: int | None = None  # the profile's version the results were predicted with
     op_kind: str | None = None
     dtype: str | None = None
     software: str | None = None  # a name
@@ -36,6 +37,8 @@ def run_conditions(f: RunFilters) -> list[ColumnElement[bool]]:
     where: list[ColumnElement[bool]] = []
     if f.hardware is not None:
         where.append(run.hardware == f.hardware)
+    if f.hardware_version is not None:
+        where.append(run.hardware_version == f.hardware_version)
     if f.timing_scope is not None:
         where.append(run.timing_scope == f.timing_scope)
     if f.since is not None:
@@ -130,6 +133,13 @@ class ResultRepository:
             for name, value in zip(names, row, strict=True):
                 getattr(out, name).append(value)
         return out
+
+    def count_runs(self, hardware: str) -> int:
+        """Runs on profile `hardware` (whose results refer to it)."""
+        return (
+            self.session.scalar(select(func.count()).select_from(BenchmarkRun).where(BenchmarkRun.hardware == hardware))
+            or 0
+        )
 
     def stamp(self, updates: list[dict[str, Any]]) -> None:
         """Set calibrated_s and calibration_id by result id (an executemany of UPDATEs)."""

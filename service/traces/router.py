@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from schemas.common import Page
 from schemas.traces import TRACE_ID_PATTERN, TraceCreate, TraceRead, TraceRequest
+from service.auth import AUTH_RESPONSES, UploaderDep
 from service.deps import PagingDep, SessionDep, in_unit_of_work
 from service.encoding import ORJSONResponse, OrjsonRoute
 from service.errors import ERROR_RESPONSES
@@ -59,17 +60,20 @@ _UPLOAD_BODY: dict[str, Any] = {
     "output_tokens`, the Azure LLM inference traces (`TIMESTAMP, ContextTokens, GeneratedTokens`) or BurstGPT "
     "(`Timestamp, Request tokens, Response tokens`); JSON Lines with Ridgeline's keys or Mooncake's (`timestamp` in "
     "ms, `input_length`, `output_length`). The same requests are stored once: their digest is the id (201 when new, "
-    "200 with the stored trace when not). Arrivals are kept from the first request.",
+    "200 with the stored trace when not). Arrivals are kept from the first request. Needs an upload key; the key "
+    "that first stored the requests owns the trace.",
     responses={
         200: {
             "model": TraceRead,
             "description": "These requests were stored before: the stored trace (its first name)",
         },
+        **AUTH_RESPONSES,
         415: ERROR_RESPONSES[400] | {"description": "Not a trace's media type"},
     },
 )
 async def upload_trace(
     request: Request,
+    key: UploaderDep,
     name: Annotated[
         str | None,
         Query(
@@ -83,7 +87,7 @@ async def upload_trace(
     """Store a request trace (JSON, CSV or JSON Lines) to replay in serving estimates as `load.trace_id`."""
     body = await request.body()
     trace = await run_in_threadpool(service.parse, body, request.headers.get("content-type"), name)
-    read, created = await in_unit_of_work(request, lambda session: service.store(session, trace))
+    read, created = await in_unit_of_work(request, lambda session: service.store(session, trace, key))
     return ORJSONResponse(read.model_dump(mode="json"), status_code=201 if created else 200)
 
 
@@ -106,8 +110,15 @@ def trace_requests(session: SessionDep, trace_id: TraceIdPath, paging: PagingDep
     return service.requests_page(session, trace_id, paging.limit, paging.offset)
 
 
-@router.delete("/{trace_id}", status_code=204)
-def delete_trace(session: SessionDep, trace_id: TraceIdPath) -> Response:
-    """Delete a stored trace."""
-    service.delete(session, trace_id)
+@router.delete(
+    "/{trace_id}",
+    status_code=204,
+    responses={
+        401: AUTH_RESPONSES[401],
+        403: ERROR_RESPONSES[400] | {"description": "The key's scope is below upload, or another key stored the trace"},
+    },
+)
+def delete_trace(session: SessionDep, key: UploaderDep, trace_id: TraceIdPath) -> Response:
+    """Delete a stored trace (needs the key that stored it, or an admin key)."""
+    service.delete(session, trace_id, key)
     return Response(status_code=204)

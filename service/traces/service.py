@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 import adapters
 from schemas.common import ErrorDetail, Page
 from schemas.traces import TraceCreate, TraceFormat, TraceRead, TraceRequest
+from service.auth import Principal, check_owner
 from service.errors import NotFound, UnsupportedMediaType, invalid
 from service.orm import ServingTrace, utcnow
 from service.traces.repository import TraceRepository
@@ -48,9 +49,9 @@ def _read(row: ServingTrace) -> TraceRead:
     )
 
 
-def store(session: Session, trace: adapters.Trace) -> tuple[TraceRead, bool]:
-    """Store a trace; the stored one and whether it is new (the same requests uploaded before are not stored again,
-    and keep their first name)."""
+def store(session: Session, trace: adapters.Trace, owner: Principal) -> tuple[TraceRead, bool]:
+    """Store a trace, owned by the key `owner`; the stored one and whether it is new (the same requests uploaded
+    before are not stored again, and keep their first name and owner)."""
     repo = TraceRepository(session)
     summary = trace.summary()
     created = repo.insert(
@@ -61,6 +62,7 @@ def store(session: Session, trace: adapters.Trace) -> tuple[TraceRead, bool]:
             "requests": summary["requests"],
             "summary": summary,
             "data": trace.encode(),
+            "owner_key_id": owner.key_id,
             "created_at": utcnow(),
         }
     )
@@ -106,6 +108,10 @@ def requests_page(session: Session, trace_id: str, limit: int, offset: int) -> P
     return Page(items=items, total=len(trace.arrival_s), limit=limit, offset=offset)
 
 
-def delete(session: Session, trace_id: str) -> None:
-    if not TraceRepository(session).delete(trace_id):
+def delete(session: Session, trace_id: str, principal: Principal) -> None:
+    repo = TraceRepository(session)
+    row = repo.get(trace_id)
+    if row is None:
         raise NotFound(f"No trace with id {trace_id!r}.")
+    check_owner(principal, row.owner_key_id, f"trace {trace_id!r}")
+    repo.delete(trace_id)

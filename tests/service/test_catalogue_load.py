@@ -12,7 +12,7 @@ from service import migrate
 from service.catalogue.load import load_catalogue
 from service.catalogue.service import HARDWARE, create
 from service.db import make_engine, make_sessionmaker
-from service.orm import HardwareProfile
+from service.orm import HardwareProfile, HardwareProfileVersion
 
 
 @pytest.mark.parametrize("empty_database_url", ["sqlite", "postgresql"], indirect=True)
@@ -40,6 +40,10 @@ def test_load_is_idempotent_and_reports_changes(empty_database_url: str) -> None
     assert third["hardware"].updated == ["h100-sxm"]
     with factory() as session:
         assert session.scalar(select(HardwareProfile.spec).where(HardwareProfile.slug == "h100-sxm"))["name"] != "old"
+        # An update is the built-in's next version; the versions before it are kept (results may name them).
+        assert session.scalar(select(HardwareProfile.version).where(HardwareProfile.slug == "h100-sxm")) == 2
+        kept = session.scalars(select(HardwareProfileVersion.version).where(HardwareProfileVersion.slug == "h100-sxm"))
+        assert sorted(kept) == [1, 2]
     engine.dispose()
 
 

@@ -171,7 +171,7 @@ def test_bad_input_is_a_422_naming_the_field(client: TestClient, body: dict[str,
 
 def test_an_inline_profile_error_names_the_field_as_sent(client: TestClient) -> None:
     profile = client.get(f"/v1/hardware/{A100}").json()
-    for key in ("builtin", "created_at", "updated_at"):
+    for key in ("builtin", "version", "created_at", "updated_at"):
         profile.pop(key)
     profile["interconnect"]["scale_up"]["bandwidth_per_direction_bytes_per_s"] = 0
     result = error(client, {"op": "all_reduce", "bytes": 1e6, "hardware": profile, "devices": 8})

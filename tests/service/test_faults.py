@@ -373,6 +373,7 @@ def test_sigkill_during_a_trace_upload(backend: str, kill_at: str, tmp_path: Pat
                 return [(str(r[0]), int(r[1])) for r in conn.execute(select(ServingTrace.id, ServingTrace.requests))]
 
         first = run.start("first")
+        headers["Authorization"] = f"Bearer {make_key(run.url, 'fault-trace')}"  # after the migration
         proxy = run.proxy = FaultProxy(run.port, kill_at, lambda: first.proc.send_signal(signal.SIGKILL))
         with pytest.raises(httpx.TransportError):
             httpx.post(f"{proxy.url}/v1/traces", content=body, headers=headers, timeout=60)

@@ -55,10 +55,10 @@ def test_unknown_slug_is_a_404_envelope(client: TestClient) -> None:
     }
 
 
-def test_negative_bandwidth_is_a_422_naming_the_field(client: TestClient) -> None:
+def test_negative_bandwidth_is_a_422_naming_the_field(client: TestClient, writer: dict[str, str]) -> None:
     doc = user_profile()
     doc["memory"]["device"]["bandwidth_bytes_per_s"] = -3.35e12
-    response = client.post("/v1/hardware", json=doc)
+    response = client.post("/v1/hardware", json=doc, headers=writer)
     assert response.status_code == 422
     body = response.json()
     assert body["error"] == "validation_error"
@@ -66,16 +66,16 @@ def test_negative_bandwidth_is_a_422_naming_the_field(client: TestClient) -> Non
     assert "body.memory.device.bandwidth_bytes_per_s" in body["message"]
 
 
-def test_nan_is_rejected(client: TestClient) -> None:
+def test_nan_is_rejected(client: TestClient, writer: dict[str, str]) -> None:
     # Python's json accepts the NaN literal; the schema must not.
     raw = '{"slug": "x", "memory": {"device": {"bandwidth_bytes_per_s": NaN}}}'
-    response = client.post("/v1/hardware", content=raw, headers={"content-type": "application/json"})
+    response = client.post("/v1/hardware", content=raw, headers={**writer, "content-type": "application/json"})
     assert response.status_code == 422
     assert "body.memory.device.bandwidth_bytes_per_s" in fields(response)
 
 
-def test_malformed_json_is_a_422_envelope(client: TestClient) -> None:
-    response = client.post("/v1/hardware", content="{not json", headers={"content-type": "application/json"})
+def test_malformed_json_is_a_422_envelope(client: TestClient, writer: dict[str, str]) -> None:
+    response = client.post("/v1/hardware", content="{not json", headers={**writer, "content-type": "application/json"})
     assert response.status_code == 422
     assert response.json()["error"] == "validation_error"
 
@@ -99,61 +99,65 @@ def test_bad_query_parameters_name_the_parameter(client: TestClient, param: str,
     assert fields(response) == [f"query.{param}"]
 
 
-def test_user_profile_full_crud(client: TestClient) -> None:
-    created = client.post("/v1/hardware", json=user_profile())
+def test_user_profile_full_crud(client: TestClient, writer: dict[str, str]) -> None:
+    created = client.post("/v1/hardware", json=user_profile(), headers=writer)
     assert created.status_code == 201, created.text
     assert created.json()["builtin"] is False
     assert client.get("/v1/hardware/h100-5tbs").json()["memory"]["device"]["bandwidth_bytes_per_s"] == 5e12
 
-    patched = client.patch("/v1/hardware/h100-5tbs", json={"memory": {"device": {"bandwidth_bytes_per_s": 6e12}}})
+    patched = client.patch(
+        "/v1/hardware/h100-5tbs", json={"memory": {"device": {"bandwidth_bytes_per_s": 6e12}}}, headers=writer
+    )
     assert patched.status_code == 200, patched.text
     body = patched.json()
     assert body["memory"]["device"]["bandwidth_bytes_per_s"] == 6e12
     assert body["memory"]["device"]["capacity_bytes"] == 80_000_000_000  # merge patch keeps the rest
 
-    assert client.delete("/v1/hardware/h100-5tbs").status_code == 204
+    assert client.delete("/v1/hardware/h100-5tbs", headers=writer).status_code == 204
     assert client.get("/v1/hardware/h100-5tbs").status_code == 404
-    assert client.delete("/v1/hardware/h100-5tbs").status_code == 404
+    assert client.delete("/v1/hardware/h100-5tbs", headers=writer).status_code == 404
 
 
-def test_duplicate_slug_is_a_409(client: TestClient) -> None:
-    assert client.post("/v1/hardware", json=user_profile()).status_code == 201
-    again = client.post("/v1/hardware", json=user_profile())
+def test_duplicate_slug_is_a_409(client: TestClient, writer: dict[str, str]) -> None:
+    assert client.post("/v1/hardware", json=user_profile(), headers=writer).status_code == 201
+    again = client.post("/v1/hardware", json=user_profile(), headers=writer)
     assert again.status_code == 409 and again.json()["error"] == "conflict"
-    builtin = client.post("/v1/hardware", json=user_profile("h100-sxm"))
+    builtin = client.post("/v1/hardware", json=user_profile("h100-sxm"), headers=writer)
     assert builtin.status_code == 409
 
 
-def test_builtin_entries_are_read_only(client: TestClient) -> None:
-    patched = client.patch("/v1/hardware/h100-sxm", json={"name": "mine now"})
+def test_builtin_entries_are_read_only(client: TestClient, writer: dict[str, str]) -> None:
+    patched = client.patch("/v1/hardware/h100-sxm", json={"name": "mine now"}, headers=writer)
     assert patched.status_code == 403 and patched.json()["error"] == "read_only"
-    deleted = client.delete("/v1/hardware/h100-sxm")
+    deleted = client.delete("/v1/hardware/h100-sxm", headers=writer)
     assert deleted.status_code == 403
     assert client.get("/v1/hardware/h100-sxm").json()["name"] == "NVIDIA H100 SXM5 80GB"
 
 
-def test_patch_that_breaks_the_profile_names_the_field(client: TestClient) -> None:
-    client.post("/v1/hardware", json=user_profile())
-    response = client.patch("/v1/hardware/h100-5tbs", json={"efficiency": {"matmul": 1.5}})
+def test_patch_that_breaks_the_profile_names_the_field(client: TestClient, writer: dict[str, str]) -> None:
+    client.post("/v1/hardware", json=user_profile(), headers=writer)
+    response = client.patch("/v1/hardware/h100-5tbs", json={"efficiency": {"matmul": 1.5}}, headers=writer)
     assert response.status_code == 422
     assert fields(response) == ["body.efficiency.matmul"]
     unchanged = client.get("/v1/hardware/h100-5tbs").json()
     assert unchanged["efficiency"]["matmul"] == 0.81
 
 
-def test_patch_cannot_rename(client: TestClient) -> None:
-    client.post("/v1/hardware", json=user_profile())
-    response = client.patch("/v1/hardware/h100-5tbs", json={"slug": "other"})
+def test_patch_cannot_rename(client: TestClient, writer: dict[str, str]) -> None:
+    client.post("/v1/hardware", json=user_profile(), headers=writer)
+    response = client.patch("/v1/hardware/h100-5tbs", json={"slug": "other"}, headers=writer)
     assert response.status_code == 422 and "slug" in response.json()["message"]
 
 
-def test_patch_removing_a_cited_figure_keeps_citations_consistent(client: TestClient) -> None:
-    client.post("/v1/hardware", json=user_profile())
+def test_patch_removing_a_cited_figure_keeps_citations_consistent(client: TestClient, writer: dict[str, str]) -> None:
+    client.post("/v1/hardware", json=user_profile(), headers=writer)
     # Removing the power section leaves a citation of a field that no longer exists: rejected, names it.
-    response = client.patch("/v1/hardware/h100-5tbs", json={"power": None})
+    response = client.patch("/v1/hardware/h100-5tbs", json={"power": None}, headers=writer)
     assert response.status_code == 422
     assert "power.tdp_w" in response.json()["message"]
-    fixed = client.patch("/v1/hardware/h100-5tbs", json={"power": None, "figure_sources": {"power.tdp_w": None}})
+    fixed = client.patch(
+        "/v1/hardware/h100-5tbs", json={"power": None, "figure_sources": {"power.tdp_w": None}}, headers=writer
+    )
     assert fixed.status_code == 200 and fixed.json()["power"] is None
 
 

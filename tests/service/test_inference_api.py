@@ -111,7 +111,7 @@ def test_llama_3_70b_needs_two_h100s_in_bf16_and_one_in_int8_weights(client: Tes
 
 def test_an_inline_model_and_a_patched_profile(client: TestClient) -> None:
     model = client.get("/v1/models/llama-3-8b").json()
-    for key in ("builtin", "created_at", "updated_at"):
+    for key in ("builtin", "version", "created_at", "updated_at"):
         model.pop(key)
     model["slug"] = "my-8b"
     base = {"model": model, "hardware": "h100-sxm", "workload": {"batch": 1, "prompt_tokens": 512, "output_tokens": 64}}
@@ -194,7 +194,7 @@ def test_bad_input_names_the_field(client: TestClient, change: dict[str, Any], f
 
 def test_an_inline_moe_layer_step_past_the_layers_names_the_field(client: TestClient) -> None:
     maverick = client.get("/v1/models/llama-4-maverick").json()
-    config = {k: v for k, v in maverick.items() if k not in ("builtin", "created_at", "updated_at")}
+    config = {k: v for k, v in maverick.items() if k not in ("builtin", "version", "created_at", "updated_at")}
     config["moe"]["layer_step"] = 49  # 48 layers
     assert rejected(client.post("/v1/estimate/inference", json={**LLAMA_70B, "model": config})) == [
         "body.model.moe.layer_step"

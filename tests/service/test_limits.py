@@ -214,7 +214,7 @@ def test_a_decode_of_10_to_the_12_tokens(client: TestClient) -> None:
 def test_an_inline_model_of_2_to_the_40_layers(client: TestClient) -> None:
     """The inference model allocates per layer: 2⁴⁰ layers was a MemoryError (a 500) before the bound."""
     model = client.get("/v1/models/llama-3-8b").json()
-    config = {k: v for k, v in model.items() if k not in ("builtin", "created_at", "updated_at")}
+    config = {k: v for k, v in model.items() if k not in ("builtin", "version", "created_at", "updated_at")}
     response = client.post("/v1/estimate/inference", json={**INFERENCE, "model": {**config, "layers": 2**40}})
     detail = assert_error(response, 422, "validation_error", "body.model.layers")
     assert detail["message"] == "Input should be less than or equal to 65536"
@@ -326,7 +326,7 @@ def test_a_figure_outside_the_physical_range(client: TestClient) -> None:
 
 def _profile(client: TestClient) -> dict[str, Any]:
     profile = client.get("/v1/hardware/h100-sxm").json()
-    return {k: v for k, v in profile.items() if k not in ("builtin", "created_at", "updated_at")}
+    return {k: v for k, v in profile.items() if k not in ("builtin", "version", "created_at", "updated_at")}
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
@@ -360,12 +360,15 @@ def test_non_finite_numbers_in_estimates(client: TestClient, token: str) -> None
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
-def test_non_finite_numbers_in_profiles_and_models(client: TestClient, token: str) -> None:
+def test_non_finite_numbers_in_profiles_and_models(client: TestClient, writer: dict[str, str], token: str) -> None:
     profile = {**_profile(client), "slug": "nan-test"}
     profile["memory"]["device"]["bandwidth_bytes_per_s"] = "@"
     text = json.dumps(profile).replace('"@"', token)
     assert_error(
-        post_raw(client, "/v1/hardware", text), 422, "validation_error", "body.memory.device.bandwidth_bytes_per_s"
+        post_raw(client, "/v1/hardware", text, writer),
+        422,
+        "validation_error",
+        "body.memory.device.bandwidth_bytes_per_s",
     )
 
     inline = {"hardware": profile, "op": MATMUL}
@@ -374,15 +377,16 @@ def test_non_finite_numbers_in_profiles_and_models(client: TestClient, token: st
     assert_error(post_raw(client, "/v1/estimate/op", text), 422, "validation_error", field)
 
     model = client.get("/v1/models/llama-3-8b").json()
-    config = {k: v for k, v in model.items() if k not in ("builtin", "created_at", "updated_at")}
+    config = {k: v for k, v in model.items() if k not in ("builtin", "version", "created_at", "updated_at")}
     text = json.dumps({**INFERENCE, "model": {**config, "reported_parameters": "@"}}).replace('"@"', token)
     assert_error(post_raw(client, "/v1/estimate/inference", text), 422, "validation_error",
                  "body.model.reported_parameters")  # fmt: skip
 
-    made = client.post("/v1/models", json={**config, "slug": "nan-test-model"})
+    made = client.post("/v1/models", json={**config, "slug": "nan-test-model"}, headers=writer)
     assert made.status_code == 201, made.text
     text = json.dumps({"reported_parameters": "@"}).replace('"@"', token)
-    response = client.patch("/v1/models/nan-test-model", content=text, headers={"Content-Type": "application/json"})
+    headers = {**writer, "Content-Type": "application/json"}
+    response = client.patch("/v1/models/nan-test-model", content=text, headers=headers)
     assert_error(response, 422, "validation_error", "body.reported_parameters")
 
 
@@ -420,7 +424,7 @@ def test_over_long_strings(client: TestClient, keys: dict[str, str]) -> None:  #
 
     profile = {**_profile(client), "slug": "long-test", "name": long, "notes": ["n" * 2001]}
     profile["figure_sources"] = {**profile["figure_sources"], "x" * 201: "a"}
-    response = client.post("/v1/hardware", json=profile)
+    response = client.post("/v1/hardware", json=profile, headers=bearer(keys["admin"]))
     assert {"body.name", "body.notes.0"} <= set(fields(response))
     assert response.status_code == 422 and any(f.endswith("[key]") for f in fields(response))
 

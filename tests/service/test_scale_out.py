@@ -191,8 +191,11 @@ def two_replicas(services: dict[str, Any], empty_database: str, tmp_path: Path) 
             server.stop()
 
 
-def test_what_one_replica_writes_the_other_reads(two_replicas: tuple[str, str]) -> None:
+def test_what_one_replica_writes_the_other_reads(two_replicas: tuple[str, str], empty_database: str) -> None:
     a, b = two_replicas
+    create = [*ridgeline_command(), "keys", "create", "--name", "scale-out", "--scope", "catalogue"]
+    made = subprocess.run([*create, "--database-url", empty_database], check=True, capture_output=True, text=True)
+    key = {"Authorization": f"Bearer {made.stdout.strip().splitlines()[-1]}"}
     slug = "scale-out-what-if"
     elements = 1 << 28
     op = {"hardware": slug, "op": {"kind": "elementwise", "elements": elements, "inputs": 2, "outputs": 1}}
@@ -203,7 +206,7 @@ def test_what_one_replica_writes_the_other_reads(two_replicas: tuple[str, str]) 
         value: float = response.json()["memory_time_s"]
         return value
 
-    with httpx.Client(base_url=a, timeout=30) as on_a:
+    with httpx.Client(base_url=a, timeout=30, headers=key) as on_a:
         assert on_a.post("/v1/hardware", json={**_HARDWARE, "slug": slug}).status_code == 201
         assert httpx.get(f"{b}/v1/hardware/{slug}", timeout=30).json()["name"] == _HARDWARE["name"]
         # 2²⁸ bf16 elements, two inputs and one output: 6·2²⁸ bytes at 5e12 B/s × memory efficiency 0.9.

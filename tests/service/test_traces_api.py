@@ -13,11 +13,19 @@ from fastapi.testclient import TestClient
 from schemas.serving import ServingRead
 from schemas.traces import TraceRead
 from service.examples import TRACE_UPLOAD_EXAMPLES
+from tests.conftest import bearer, make_key
 
 PATH = "/v1/traces"
 SERVING = "/v1/estimate/serving"
 CHAT: dict[str, Any] = TRACE_UPLOAD_EXAMPLES["application/json"]["chat-burst"]["value"]
 SERVE: dict[str, Any] = {"model": "llama-3-8b", "hardware": "h100-sxm"}
+
+
+@pytest.fixture(autouse=True)
+def _upload_key(client: TestClient) -> None:
+    """Every request of these tests carries an upload key: storing and deleting a trace needs one (the rules of who
+    may are tests/service/test_write_access.py's)."""
+    client.headers.update(bearer(make_key(client, "upload")))
 
 
 def upload(client: TestClient, content: str | bytes, media: str, **params: str) -> Any:

@@ -193,14 +193,15 @@ def postgres_url() -> Iterator[str]:
 
 @contextlib.contextmanager
 def served_with_key(tmp_path: Path, postgres_url: str, name: str) -> Iterator[tuple[LiveServer, str, dict[str, str]]]:
-    """`ridgeline serve` on PostgreSQL, an upload key for it, and the environment a worker runs in (no RIDGELINE_*)."""
+    """`ridgeline serve` on PostgreSQL, a catalogue key for it (a CPU worker uploads, and makes its host profile), and
+    the environment a worker runs in (no RIDGELINE_*)."""
     env = {**os.environ, "RIDGELINE_DATABASE_URL": postgres_url}
     port = free_port()
     server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
     server.wait_healthy()
     try:
         created = subprocess.run(
-            [*ridgeline_command(), "keys", "create", "--name", name, "--scope", "upload"],
+            [*ridgeline_command(), "keys", "create", "--name", name, "--scope", "catalogue"],
             env=env, capture_output=True, text=True, check=True, timeout=60,
         )  # fmt: skip
         token = created.stdout.strip().splitlines()[-1]
@@ -222,7 +223,7 @@ def test_worker_survives_a_server_killed_mid_upload(tmp_path: Path, postgres_url
     proxy.start()
     try:
         created = subprocess.run(
-            [*ridgeline_command(), "keys", "create", "--name", "e2e-worker", "--scope", "upload"],
+            [*ridgeline_command(), "keys", "create", "--name", "e2e-worker", "--scope", "catalogue"],
             env=env, capture_output=True, text=True, check=True, timeout=60,
         )  # fmt: skip
         token = created.stdout.strip().splitlines()[-1]

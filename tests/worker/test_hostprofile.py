@@ -11,6 +11,8 @@ import pytest
 import adapters
 from schemas.benchmarks import BenchmarkResultCreate, TimingScope
 from schemas.hardware import HardwareCreate, source_for
+from service import auth
+from service.db import make_engine, make_sessionmaker
 from tests.conftest import LiveServer
 from worker.client import RidgelineClient
 from worker.hostprofile import Ceilings, HostFacts, build_profile, host_slug, publish, replacement_patch
@@ -134,10 +136,22 @@ def test_a_replacement_patch_removes_what_the_new_profile_lacks() -> None:
     assert replacement_patch(old, new) == {"a": None, "b": {"c": 5, "d": None}, "e": [3]}
 
 
+def catalogue_key(server: LiveServer) -> str:
+    """A catalogue key on the live server's database (`live_server` serves `live.db` beside its log)."""
+    engine = make_engine(f"sqlite:///{server.log.parent / 'live.db'}")
+    try:
+        with make_sessionmaker(engine)() as session:
+            key = auth.create_key(session, "host-profile", auth.Scope.catalogue).key
+            session.commit()
+        return key
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.slow  # a live server
 def test_publish_creates_then_replaces_one_profile(live_server: LiveServer) -> None:
     first = build_profile(ceilings(), HOST)
-    with RidgelineClient(live_server.url, retry=None) as client:
+    with RidgelineClient(live_server.url, catalogue_key(live_server), retry=None) as client:
         assert publish(client, first) == "created"
         created = httpx.get(f"{live_server.url}/v1/hardware/{first['slug']}").json()
         assert created["compute"]["matrix_flops_per_s"].keys() == {"fp32", "bf16"}
@@ -146,6 +160,10 @@ def test_publish_creates_then_replaces_one_profile(live_server: LiveServer) -> N
         assert publish(client, second) == "updated"
     stored = httpx.get(f"{live_server.url}/v1/hardware/{first['slug']}").json()
     assert stored["compute"]["matrix_flops_per_s"] == second["compute"]["matrix_flops_per_s"]
+    # The replacement is the profile's second version; the first is kept, as results predicted with it name it.
+    assert stored["version"] == 2
+    kept = httpx.get(f"{live_server.url}/v1/hardware/{first['slug']}/versions/1").json()
+    assert kept["compute"]["matrix_flops_per_s"] == first["compute"]["matrix_flops_per_s"]
     assert stored["memory"].get("local") is None and "memory.local" not in stored["figure_sources"]
     assert stored["created_at"] <= stored["updated_at"]
     hosts = httpx.get(f"{live_server.url}/v1/hardware", params={"kind": "cpu", "limit": 100}).json()["items"]
