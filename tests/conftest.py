@@ -103,14 +103,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     an `xdist_group` reaches the scheduler (pytest-xdist 3.8 sets the group's suffix on `Node._nodeid`, which pytest
     9 no longer reads: the id lives in `Node._id`)."""
     if config.getoption("databases") == "sqlite":
-        on_postgresql = [
-            i for i in items if "postgresql" in getattr(getattr(i, "callspec", None), "params", {}).values()
-        ]
+        on_postgresql = [i for i in items if any(v == "postgresql" for v in _params(i).values() if isinstance(v, str))]
         if on_postgresql:
             config.hook.pytest_deselected(items=on_postgresql)
             items[:] = [i for i in items if i not in on_postgresql]
     items.sort(key=lambda item: item.get_closest_marker("longest") is None)  # stable: otherwise in collection order
-    if config.getvalue("loadgroup"):
+    if getattr(config.option, "loadgroup", False):  # set on xdist's workers under --dist loadgroup
         for item in items:
             names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                             for m in item.iter_markers("xdist_group")})  # fmt: skip

@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from schemas import limits
+from tests.conftest import bearer, make_key
 
 LENGTHS = {"prompt_tokens": {"kind": "fixed", "value": 512}, "output_tokens": {"kind": "fixed", "value": 64}}
 SERVING = {"model": "llama-3-8b", "hardware": "h100-sxm", "load": {"concurrency": 8, "requests": 64, **LENGTHS}}
@@ -106,6 +107,7 @@ def test_the_depth_limit_is_32_levels(client: TestClient) -> None:
 @pytest.mark.databases
 @pytest.mark.parametrize("levels", [40, 1000, 3000])
 def test_a_json_lines_trace_line_nested_deep_is_refused(client: TestClient, levels: int) -> None:
+    client.headers.update(bearer(make_key(client, "upload")))  # storing a trace needs an upload key
     line = '{"arrival_s": 0, "prompt_tokens": 1, "output_tokens": ' + "[" * levels + "]" * levels + "}"
     good = '{"arrival_s": 0, "prompt_tokens": 1, "output_tokens": 1}'
     response = client.post("/v1/traces", content=f"{good}\n{line}\n", headers={"content-type": "application/x-ndjson"})
@@ -116,6 +118,7 @@ def test_a_json_lines_trace_line_nested_deep_is_refused(client: TestClient, leve
 
 @pytest.mark.databases
 def test_a_json_trace_document_nested_deep_is_refused(client: TestClient) -> None:
+    client.headers.update(bearer(make_key(client, "upload")))  # storing a trace needs an upload key
     text = '{"name": "deep", "requests": [{"arrival_s": 0, "prompt_tokens": 1, "output_tokens": 1, "x": '
     response = post_text(client, "/v1/traces", text + nested(500) + "}]}")
     error(response, 422, "body.requests", "too_deep")
@@ -202,6 +205,7 @@ def test_a_nul_in_a_body_string_or_key_is_refused(client: TestClient) -> None:
 
 @pytest.mark.databases
 def test_a_nul_in_a_trace_is_refused(client: TestClient) -> None:
+    client.headers.update(bearer(make_key(client, "upload")))  # storing a trace needs an upload key
     document = client.post("/v1/traces", json={"name": "chat\x00", "requests": TRACE})
     error(document, 422, "body.name", "nul_character")
     csv = "arrival_s,prompt_tokens,output_tokens\n0,100,10\n1,10\x000,10\n"
