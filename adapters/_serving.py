@@ -122,9 +122,10 @@ def estimate_serving(
     model: tuple[ModelSpec, str],
     hardware: tuple[HardwareSpec, str, roofline.System],
     trace: Trace | None = None,
+    should_stop: roofline.StopCheck | None = None,
 ) -> dict[str, Any]:
     """Simulate a serving request; the response as a plain dict with `ServingRead`'s fields. `trace`: the stored
-    trace `load.trace_id` names."""
+    trace `load.trace_id` names. `roofline.Stopped` if `should_stop` answers true before the simulation ends."""
     model_spec, model_name = model
     _hw_spec, hw_name, system = hardware
     core_model = transformer(model_spec, None)
@@ -146,7 +147,13 @@ def estimate_serving(
     check_work(body, requests, ready)
     obj = body.objectives
     est = roofline.serving.estimate_serving(
-        front, requests, Objectives(obj.ttft_s, obj.tpot_s, obj.e2e_s), back, body.series, prepared=ready
+        front,
+        requests,
+        Objectives(obj.ttft_s, obj.tpot_s, obj.e2e_s),
+        back,
+        body.series,
+        prepared=ready,
+        should_stop=should_stop or (lambda: False),
     )
     return render_serving(body, model_name, hw_name, est, ready)
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +25,10 @@ from schemas.serving import Lengths, Mode
 
 MAX_INVALID_LISTED = 20
 LENGTH_SAMPLES = 4096
-# A plan stops simulating new candidates after this long and says how many it left (`unfinished`): the answer comes
-# well inside the service's 30 s request limit whatever the search (service.settings.request_timeout_s).
-PLAN_DEADLINE_S = 15.0  # lengths drawn for a distribution; the simulations cycle through them
+# A plan stops simulating after this long (or earlier, when the caller's `should_stop` says so) and says how many
+# candidates it left (`unfinished`, `partial`): the answer comes well inside the service's 30 s request limit
+# whatever the search (service.settings.request_timeout_s).
+PLAN_DEADLINE_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -161,9 +163,16 @@ class PlanOutcome:
 
 
 def plan_serving(
-    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None
-) -> PlanOutcome:
-    """Search the request's space; `trace`: the stored trace `traffic.trace_id` names."""
+    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None,
+    should_stop: roofline.StopCheck | None = None,
+) -> PlanOutcome:  # fmt: skip
+    """Search the request's space; `trace`: the stored trace `traffic.trace_id` names. The search stops after
+    `PLAN_DEADLINE_S` or when `should_stop` answers true, whichever comes first, and ranks what it has."""
+    until = time.monotonic() + PLAN_DEADLINE_S
+
+    def stop() -> bool:
+        return time.monotonic() >= until or (should_stop is not None and should_stop())
+
     model_spec, model_name = model
     core_model = transformer(model_spec, None)
     prompt, output = traffic_lengths(body, model_spec.max_context_tokens, trace)
@@ -187,7 +196,7 @@ def plan_serving(
     targets = Targets(o.ttft_s, o.tpot_s, o.e2e_s, o.percentile.value, o.margin)
     result = roofline.serving.plan_serving(
         deployments, prices, prompt, output, targets, demand, body.max_results, body.traffic.seed,
-        body.search.max_devices, PLAN_DEADLINE_S, limits.MAX_DEVICES,
+        body.search.max_devices, limits.MAX_DEVICES, stop,
     )  # fmt: skip
     for i, field, message in result.invalid:
         c = kept[i]
@@ -282,7 +291,7 @@ def render(
         "closest": [candidate(r, e) for r, e in enumerate(result.closest, start=1)],
         "frontier": frontier, "candidates": searched, "evaluated": len(result.entries),
         "checked_at_traffic": result.checked, "pruned": result.pruned,
-        "unfinished": result.unfinished, "invalid": [], "invalid_count": invalid,
+        "unfinished": result.unfinished, "partial": result.stopped, "invalid": [], "invalid_count": invalid,
         "assumptions": {
             "operating_point": "a closed loop of max_num_seqs clients per decoding engine; the first wave (all "
             "arriving at t = 0) and the last (the loop draining) are left out; throughput by Little's law",

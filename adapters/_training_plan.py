@@ -23,8 +23,11 @@ def plan_space(body: TrainingPlanRequest) -> roofline.PlanSpace:
     )  # fmt: skip
 
 
-def plan_training(body: TrainingPlanRequest, model: ModelSpec, system: roofline.System) -> roofline.TrainingPlan:
-    """Search the request's space. A search in which no configuration can be built is an `InvalidField`: naming
+def plan_training(
+    body: TrainingPlanRequest, model: ModelSpec, system: roofline.System, should_stop: roofline.StopCheck | None = None
+) -> roofline.TrainingPlan:
+    """Search the request's space (until `should_stop` answers true: the rest is `unfinished`). A search in which
+    no configuration can be built is an `InvalidField`: naming
     `body.devices` when some device count is not whole replicas of any layout, else the input most often at fault."""
     base = roofline.TrainingRun(
         model=transformer(model, None, "body"), system=system, sequence=body.sequence,
@@ -34,8 +37,9 @@ def plan_training(body: TrainingPlanRequest, model: ModelSpec, system: roofline.
         overlap=roofline.Overlap(body.overlap.data_parallel, body.overlap.fsdp_prefetch, body.overlap.tensor_parallel),
         attention=body.attention.value, gradient_buckets=body.gradient_buckets,
     )  # fmt: skip
-    plan = roofline.plan_training(base, body.device_counts(), plan_space(body), body.max_results, body.rank_by.value)
-    if plan.invalid == plan.searched:
+    plan = roofline.plan_training(base, body.device_counts(), plan_space(body), body.max_results, body.rank_by.value,
+                                  should_stop or (lambda: False))  # fmt: skip
+    if plan.invalid == plan.searched and not plan.unfinished:
         fields = plan.invalid_fields
         field = "devices" if "devices" in fields else max(fields, key=lambda f: fields[f], default="search")
         shown = "; ".join(f"{request_field(k)}: {v} ({fields[k]} configurations)" for k, v in plan.reasons.items())
@@ -86,4 +90,5 @@ def render_training_plan(
         "pruned_for_memory": plan.pruned_memory, "evaluated": plan.evaluated,
         "invalid_by_field": dict(plan.invalid_fields), "reasons": dict(plan.reasons),
         "smallest_pruned_memory_bytes": plan.smallest_memory_bytes,
+        "unfinished": plan.unfinished, "partial": plan.unfinished > 0,
     }  # fmt: skip

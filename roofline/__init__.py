@@ -23,6 +23,7 @@ from roofline._hardware import (
     dtype_bytes,
 )
 from roofline._kernels import KERNEL_FLOOR_S, Kernel, chain, fuse, single
+from roofline._stop import StopCheck, Stopped
 from roofline.collectives import (
     ALGORITHMS,
     FABRIC_CLASSES,
@@ -176,6 +177,8 @@ __all__ = [
     "Precision",
     "Ring",
     "Sharding",
+    "StopCheck",
+    "Stopped",
     "Switch",
     "System",
     "Timing",

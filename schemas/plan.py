@@ -363,7 +363,14 @@ class PlanRead(BaseModel):
     evaluated: int = Field(description="Candidates simulated (the rest cannot run).")
     checked_at_traffic: int
     unfinished: int = Field(
-        description="Candidates not simulated because the plan's time (15 s) ran out: narrow the search to see them."
+        description="Candidates not simulated because the plan's time (15 s, or the request's time limit if sooner) "
+        "ran out: narrow the search to see them."
+    )
+    partial: bool = Field(
+        default=False,
+        description="True when the plan stopped at its time limit: candidates unfinished, or traffic checks left "
+        "undone, so the ranking covers only what was simulated. The header `Ridgeline-Partial: unfinished=N; "
+        "candidates=M` says so too.",
     )
     pruned: int = Field(
         description="Candidates not simulated: the same engines with a smaller max_num_seqs already miss the TPOT "

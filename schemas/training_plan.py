@@ -135,7 +135,13 @@ class TrainingPlanRequest(EstimateContext, PlainPaths):
     overlap: OverlapSpec = Field(default_factory=OverlapSpec)
     attention: TrainingAttention = Field(default=TrainingAttention.flash, description="FlashAttention-2 or unfused.")
     gradient_buckets: GradientBuckets = Field(default="views", description=GRADIENT_BUCKETS)
-    search: TrainingSearch = Field(default_factory=TrainingSearch)
+    # validate_default: the default search is held to the limit too (a range of device counts multiplies it).
+    search: TrainingSearch = Field(
+        default_factory=TrainingSearch,
+        validate_default=True,
+        description=f"The axes searched; device counts × layouts must stay within {MAX_CANDIDATES} configurations "
+        "(the default search is 2 352 per device count).",
+    )
     rank_by: RankBy = Field(
         default=RankBy.time,
         description="time: the fastest step first (= the shortest time to train); device_hours: the fewest "
@@ -212,6 +218,16 @@ class TrainingPlanRead(BaseModel):
     reasons: dict[str, str] = Field(description="One reason per input at fault.")
     smallest_pruned_memory_bytes: float | None = Field(
         description="The least memory per device among the configurations pruned for memory (how far off)."
+    )
+    unfinished: int = Field(
+        default=0,
+        description="Configurations not searched because the request's time limit came first (the header "
+        "`Ridgeline-Partial` says so too): narrow the search to see them.",
+    )
+    partial: bool = Field(
+        default=False,
+        description="True when the search stopped at the request's time limit with configurations unfinished: the "
+        "ranking covers only those searched.",
     )
 
 

@@ -24,6 +24,7 @@ from service.encoding import ORJSONResponse
 from service.errors import install_error_handlers
 from service.estimates.router import router as estimates_router
 from service.hardware.router import router as hardware_router
+from service.heavy import HeavyGate, HeavyLimits
 from service.inference.router import router as inference_router
 from service.limits import install_body_limit
 from service.models.router import router as models_router
@@ -74,6 +75,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         await app.state.digests.close()
+        app.state.heavy.close()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -94,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.digests = digest_reader(engine)  # catalogue digests read on the event loop (the hot path)
     app.state.rate_limits = RateLimits.from_settings(settings)  # configuration only: the counts are in the database
+    app.state.heavy = HeavyGate(HeavyLimits.from_settings(settings))  # compute slots and threads (service.heavy)
 
     install_error_handlers(app)
     # Innermost of the middlewares (each added one wraps the ones before): a 413 is still timed and counted.

@@ -199,6 +199,17 @@ class RateLimitWindow(Base):
     results: Mapped[int] = mapped_column(BigInteger)
 
 
+class HeavyRateWindow(Base):
+    """Heavy requests (serving estimates, plans) one client made in one rate-limit window, counted by every replica
+    (service.heavy): the client is `key:ID` for an API key, `addr:ADDRESS` for a client without one."""
+
+    __tablename__ = "heavy_rate_windows"
+
+    client: Mapped[str] = mapped_column(String(80), primary_key=True)
+    window_start: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # Unix seconds, a multiple of the window
+    requests: Mapped[int] = mapped_column(Integer)
+
+
 class ServingTrace(Base):
     """A request trace for serving estimates: its columns (`adapters.Trace.encode`) and what `TraceRead` summarises.
     The id is the digest of the columns, so the same requests are stored once (`INSERT … ON CONFLICT DO NOTHING`)."""

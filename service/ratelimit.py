@@ -1,4 +1,5 @@
-"""Upload rate limits per API key, counted in the database so that every replica of the service shares them.
+"""Rate limits, counted in the database so that every replica of the service shares them: uploads per API key
+(`charge`), and heavy requests per client (`charge_client`, service.heavy).
 
 Each key has one row per fixed window (`rate_limit_windows`: key, window start, requests, results). An upload adds
 to the current row with one atomic `INSERT … ON CONFLICT DO UPDATE … RETURNING` (PostgreSQL and SQLite), so two
@@ -32,10 +33,11 @@ from sqlalchemy.orm import Session
 
 from schemas.common import ErrorDetail
 from service.errors import TooManyRequests, Unprocessable, validation_message
-from service.orm import RateLimitWindow
+from service.orm import HeavyRateWindow, RateLimitWindow
 from service.settings import Settings
 
 WINDOWS = cast(Table, RateLimitWindow.__table__)
+CLIENT_WINDOWS = cast(Table, HeavyRateWindow.__table__)
 
 
 @dataclass(frozen=True)
@@ -69,28 +71,25 @@ class Charge:
     results: int
 
 
-def _upsert(session: Session, api_key_id: int, window_start: int, results: int) -> tuple[int, int]:
+def _upsert(session: Session, table: Table, keys: dict[str, Any], counts: dict[str, int]) -> tuple[int, ...]:
+    """Add `counts` to the row of `keys` (made if missing) in one atomic statement; the row's counts after."""
     dialect = session.get_bind().dialect.name
     insert: Any
     if dialect == "postgresql":
-        insert = postgresql.insert(WINDOWS)
+        insert = postgresql.insert(table)
     elif dialect == "sqlite":
-        insert = sqlite.insert(WINDOWS)
+        insert = sqlite.insert(table)
     else:  # pragma: no cover - the service runs on these two
         raise RuntimeError(f"unsupported database {dialect}")
     stmt = (
-        insert.values(api_key_id=api_key_id, window_start=window_start, requests=1, results=results)
+        insert.values(**keys, **counts)
         .on_conflict_do_update(
-            index_elements=["api_key_id", "window_start"],
-            set_={
-                "requests": WINDOWS.c.requests + insert.excluded.requests,
-                "results": WINDOWS.c.results + insert.excluded.results,
-            },
+            index_elements=list(keys),
+            set_={name: table.c[name] + insert.excluded[name] for name in counts},
         )
-        .returning(WINDOWS.c.requests, WINDOWS.c.results)
+        .returning(*(table.c[name] for name in counts))
     )
-    row = session.execute(stmt).one()
-    return int(row.requests), int(row.results)
+    return tuple(int(v) for v in session.execute(stmt).one())
 
 
 def retry_after_s(limit: int, previous: float, current: float, cost: float, fraction: float, window_s: int) -> float:
@@ -123,7 +122,9 @@ def charge(session: Session, limits: RateLimits, api_key_id: int, results: int) 
     window_s = limits.window_s
     start = int(now // window_s) * window_s
     fraction = (now - start) / window_s
-    requests_now, results_now = _upsert(session, api_key_id, start, results)
+    requests_now, results_now = _upsert(
+        session, WINDOWS, {"api_key_id": api_key_id, "window_start": start}, {"requests": 1, "results": results}
+    )
     previous = session.execute(
         select(WINDOWS.c.requests, WINDOWS.c.results).where(
             WINDOWS.c.api_key_id == api_key_id, WINDOWS.c.window_start == start - window_s
@@ -166,3 +167,33 @@ def refund(session: Session, spent: Charge | None) -> None:
         .where(RateLimitWindow.api_key_id == spent.api_key_id, RateLimitWindow.window_start == spent.window_start)
         .values(requests=RateLimitWindow.requests - 1, results=RateLimitWindow.results - spent.results)
     )
+
+
+def charge_client(session: Session, client: str, limit: int, window_s: int, clock: Callable[[], float]) -> None:
+    """Count one heavy request of `client` (service.heavy); raise TooManyRequests (429, Retry-After) when the
+    sliding-window estimate passes `limit` per `window_s` (0: no limit), as `charge` does for uploads. Commits the
+    session: the row is locked for one statement, and a refused request is not counted."""
+    if not limit:
+        return
+    now = clock()
+    start = int(now // window_s) * window_s
+    fraction = (now - start) / window_s
+    (count,) = _upsert(session, CLIENT_WINDOWS, {"client": client, "window_start": start}, {"requests": 1})
+    previous = session.scalar(
+        select(CLIENT_WINDOWS.c.requests).where(
+            CLIENT_WINDOWS.c.client == client, CLIENT_WINDOWS.c.window_start == start - window_s
+        )
+    )
+    prev = int(previous or 0)
+    if prev * (1.0 - fraction) + count > limit + 1e-9:
+        session.rollback()
+        wait = max(1, math.ceil(retry_after_s(limit, prev, count - 1, 1, fraction, window_s) - 1e-6))
+        raise TooManyRequests(
+            f"Rate limit reached for this client ({limit} heavy requests per {window_s} s: serving estimates and "
+            f"plans); retry in {wait} s.",
+            headers={"Retry-After": str(wait)},
+        )
+    session.execute(
+        delete(HeavyRateWindow).where(HeavyRateWindow.client == client, HeavyRateWindow.window_start < start - window_s)
+    )
+    session.commit()

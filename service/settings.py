@@ -43,6 +43,20 @@ class Settings(BaseSettings):
     upload_requests_per_window: int = Field(default=600, ge=0)
     rate_limit_window_s: int = Field(default=60, gt=0)
 
+    # Heavy endpoints (serving estimates, plans and their charts: service.heavy). Per process, at most `heavy_slots`
+    # compute at once (each holds a core: the 2 of the smallest host we run on), the rest wait up to `heavy_queue_s`
+    # for a slot, then 503 with Retry-After. Per client (its API key, else its address), at most `heavy_per_client`
+    # in flight (else 429), and at most `heavy_requests_per_window` per `rate_limit_window_s`, counted in the database
+    # so every replica shares it (0 turns it off; else 429 with Retry-After): 60 a minute is one a second, far above a
+    # person's use of a planner and below what one client needs to keep the heavy slots of a process busy.
+    heavy_slots: int = Field(default=2, gt=0)
+    heavy_queue_s: float = Field(default=2.0, ge=0)
+    heavy_per_client: int = Field(default=2, gt=0)
+    heavy_requests_per_window: int = Field(default=60, ge=0)
+    # A header a trusted proxy sets to the client's address (e.g. X-Forwarded-For: its last entry is what the proxy
+    # saw). Off by default: the peer's address is the client's, and a header a client sets itself is not trusted.
+    client_address_header: str | None = None
+
 
 def normalise_database_url(url: str) -> str:
     """Plain `postgresql://` URLs (as platforms hand them out) use psycopg 3, the driver we ship."""

@@ -15,6 +15,7 @@ speculative decoding; Little (1961) for L = λW.
 
 from __future__ import annotations
 
+from roofline._stop import StopCheck, never
 from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError, Speculation
 from roofline.serving._deploy import (
     EngineSpec,
@@ -92,10 +93,12 @@ def estimate_serving(
     series: bool = False,
     transfer_free: bool = False,
     prepared: ServingRun | None = None,
+    should_stop: StopCheck = never,
 ) -> ServingEstimate:
     """Simulate `requests` on the engines: aggregated (`front` serves both phases) or disaggregated (`front` the
-    prefill workers, `back` the decode workers)."""
+    prefill workers, `back` the decode workers). `Stopped` if `should_stop` answers true (asked every
+    `CHECK_EVERY` events)."""
     ready = prepared or prepare(front, requests, back, transfer_free)
-    trace = simulate(requests, ready.front, ready.back, transfer_function(ready), series)
+    trace = simulate(requests, ready.front, ready.back, transfer_function(ready), series, should_stop)
     band = band_factors(trace, ready.front, ready.back)
     return summarise(trace, requests, ready.devices, objectives or Objectives(), band)

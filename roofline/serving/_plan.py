@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from roofline._stop import StopCheck, Stopped, never
 from roofline.inference import InferenceRun
 from roofline.serving._config import IntArray, Requests, Scheduler, ServingConfigError
 from roofline.serving._deploy import EngineSpec, ServingRun, prepare, transfer_function
@@ -216,21 +216,22 @@ def _lengths(prompt: IntArray, output: IntArray, n: int) -> tuple[IntArray, IntA
 
 
 def operating_point(
-    dep: Deployment, prompt: IntArray, output: IntArray, targets: Targets, build: SurfaceCache
-) -> Point:
+    dep: Deployment, prompt: IntArray, output: IntArray, targets: Targets, build: SurfaceCache,
+    should_stop: StopCheck = never,
+) -> Point:  # fmt: skip
     """The unit under a closed loop that fills its decoding engines (its most throughput at its own batch)."""
     c = clients(dep)
     n = 2 * c + MIN_STEADY
     p, o = _lengths(prompt, output, n)
     requests = Requests(p, o, None, c)
     ready = dep.prepare(requests, build)
-    trace = simulate(requests, ready.front, ready.back, transfer_function(ready))
+    trace = simulate(requests, ready.front, ready.back, transfer_function(ready), should_stop=should_stop)
     return _point(requests, trace, _steady(n, c), ready, targets, c)
 
 
 def traffic_point(
     dep: Deployment, prompt: IntArray, output: IntArray, targets: Targets, build: SurfaceCache,
-    rate_per_s: float, seed: int,
+    rate_per_s: float, seed: int, should_stop: StopCheck = never,
 ) -> Point:  # fmt: skip
     """One unit under its share of the traffic, Poisson arrivals at `rate_per_s`; the first `clients` requests
     (the engines filling from empty) are left out."""
@@ -242,7 +243,7 @@ def traffic_point(
     arrival -= arrival[0]
     requests = Requests(p, o, arrival, 0)
     ready = dep.prepare(requests, build)
-    trace = simulate(requests, ready.front, ready.back, transfer_function(ready))
+    trace = simulate(requests, ready.front, ready.back, transfer_function(ready), should_stop=should_stop)
     return _point(requests, trace, _steady(n, c), ready, targets, 0)
 
 
@@ -273,19 +274,19 @@ def size(dep: Deployment, point: Point, demand_rps: float, fleet_limit: int | No
 
 def check_at_traffic(
     dep: Deployment, point: Point, sized: Sized, prompt: IntArray, output: IntArray, targets: Targets,
-    build: SurfaceCache, demand_rps: float, seed: int, fleet_limit: int | None = None,
+    build: SurfaceCache, demand_rps: float, seed: int, fleet_limit: int | None = None, should_stop: StopCheck = never,
 ) -> Sized:  # fmt: skip
     """Simulate one unit's share of the traffic; while it misses, add units (10 % at a time, at least one), as long
     as the fleet stays within `fleet_limit` devices."""
     units = sized.units
-    at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
+    at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed, should_stop)
     runs = 1
     for _ in range(MAX_GROWTH):
         grown = units + max(1, math.ceil(0.1 * units))
         if not at.misses or (fleet_limit is not None and grown * dep.devices > fleet_limit):
             break
         units = grown
-        at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed)
+        at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed, should_stop)
         runs += 1
     n = _check_requests(clients(dep))
     chunks = -(-int(prompt.max()) // dep.front.scheduler.max_num_batched_tokens) + 2
@@ -355,7 +356,8 @@ class ServingPlan:
     checked: int  # candidates simulated under the traffic
     ranked_by: str  # "cost" or "devices"
     pruned: int = 0  # not simulated: the same engines with a smaller batch already miss the TPOT objective
-    unfinished: int = 0  # not simulated: the plan's time ran out first
+    unfinished: int = 0  # not simulated: `should_stop` answered true first
+    stopped: bool = False  # `should_stop` answered true: candidates unfinished, or traffic checks left undone
 
 
 def _decoder(dep: Deployment) -> EngineSpec:
@@ -384,14 +386,16 @@ def _batch(dep: Deployment) -> int:
 def plan_serving(
     candidates: Sequence[Deployment], prices: Sequence[float | None], prompt: IntArray, output: IntArray,
     targets: Targets, demand_rps: float, max_results: int = 10, seed: int = 0, max_devices: int | None = None,
-    deadline_s: float = math.inf, fleet_limit: int | None = None,
+    fleet_limit: int | None = None, should_stop: StopCheck = never,
 ) -> ServingPlan:  # fmt: skip
     """Evaluate every candidate's operating point, size each for `demand_rps` requests per second, check the best
     under the traffic (best-first: a check only adds units, so an unchecked candidate's rank is a bound), and rank
     those that meet by cost per hour (when every candidate has a price) or devices. Candidates run smallest batch
     first; once an engine misses the TPOT objective at a batch, its larger batches (more clients, each iteration
     longer) are not simulated and are counted as `pruned`. A candidate whose fleet would hold more than `fleet_limit`
-    devices is invalid (field `traffic`)."""
+    devices is invalid (field `traffic`). `should_stop` is asked before each candidate and inside its simulations:
+    once it answers true, the candidate being simulated and those not yet are `unfinished`, no more are checked under
+    the traffic, and the plan ranks what it has (`stopped`)."""
     longest = int((prompt + output).max())
     specs = [s for d in candidates for s in (d.front, d.back) if s is not None]
     tokens = max((_tokens(s.scheduler, int(prompt.max())) for s in specs), default=1)
@@ -401,24 +405,26 @@ def plan_serving(
     slow: set[tuple[object, ...]] = set()  # engines whose smaller batch already misses the TPOT objective
     pruned = 0
     order = sorted(range(len(candidates)), key=lambda i: _batch(candidates[i]))
-    start = time.perf_counter()
-    late = 0
+    late, stopped = 0, False
     for i in order:
         dep, price = candidates[i], prices[i]
-        if time.perf_counter() - start > deadline_s:
-            late += 1
+        if stopped or should_stop():
+            late, stopped = late + 1, True
             continue
         family = _family(dep)
         if family in slow:
             pruned += 1
             continue
         try:
-            point = operating_point(dep, prompt, output, targets, build)
+            point = operating_point(dep, prompt, output, targets, build, should_stop)
             if any(c.objective == "tpot_s" and c.ratio > 1.0 for c in point.checks):
                 slow.add(family)
             sized = size(dep, point, demand_rps, fleet_limit)
         except ValueError as err:
             invalid.append((i, getattr(err, "field", "parallelism"), getattr(err, "message", str(err))))
+            continue
+        except Stopped:
+            late, stopped = late + 1, True
             continue
         entries.append(Entry(i, dep, point, sized, price, max_devices))
     entries.sort(key=lambda e: e.index)
@@ -435,14 +441,20 @@ def plan_serving(
     checked = simulated = 0
     budget = 2 * max_results + 8
     while heap and len(feasible) < max_results and checked < budget and simulated < CHECK_BUDGET:
-        if time.perf_counter() - start > deadline_s:
-            break
         _, done, n, e = heapq.heappop(heap)
         if done:
             feasible.append(e)
             continue
-        sized = check_at_traffic(e.deployment, e.point, e.sized, prompt, output, targets, build, demand_rps, seed,
-                                 fleet_limit)  # fmt: skip
+        try:
+            if stopped or should_stop():
+                raise Stopped("before a traffic check")
+            sized = check_at_traffic(e.deployment, e.point, e.sized, prompt, output, targets, build, demand_rps,
+                                     seed, fleet_limit, should_stop)  # fmt: skip
+        except Stopped:
+            stopped = True
+            break
+    while stopped and heap and heap[0][1] and len(feasible) < max_results:  # checked, and ahead of every bound
+        feasible.append(heapq.heappop(heap)[3])
         checked += 1
         simulated += sized.iterations
         e = replace(e, sized=sized)
@@ -455,5 +467,5 @@ def plan_serving(
     points = [(e.point.output_tokens_per_s_per_user, e.point.output_tokens_per_s_per_device) for e in entries]
     return ServingPlan(
         tuple(feasible), tuple(closest), tuple(entries), tuple(pareto(points)), tuple(sorted(invalid)), checked,
-        "cost" if priced else "devices", pruned, late,
+        "cost" if priced else "devices", pruned, late, stopped,
     )  # fmt: skip

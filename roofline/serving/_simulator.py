@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline._stop import CHECK_EVERY, StopCheck, Stopped, never
 from roofline.serving._config import IntArray, Requests, Scheduler
 from roofline.serving._engine import INF, Engine
 from roofline.serving._surface import IterationSurface
@@ -158,7 +159,8 @@ class Simulation:
 
     # -- the loop ------------------------------------------------------------------------------------------------
 
-    def run(self) -> Trace:
+    def run(self, should_stop: StopCheck = never) -> Trace:
+        """The loop, to its end; `Stopped` if `should_stop` answers true (asked every `CHECK_EVERY` events)."""
         req = self.requests
         # The run's own arrivals (a closed loop's first clients, every arrival of an open one) are read in order from
         # a list rather than kept in the heap, which then holds only the engines' ends, handoffs and a closed loop's
@@ -175,9 +177,12 @@ class Simulation:
             ids = sorted(range(len(arrival)), key=arrival.__getitem__)  # stable: equal times keep their order
             times = [arrival[i] for i in ids]
         events, trace, engines = self.events, self.trace, self.engines
-        count, at = len(ids), 0
+        count, at, step = len(ids), 0, 0
         idle: list[Engine] = []  # engines given work at `now`, started once every event at `now` is in
         while at < count or events:
+            step += 1
+            if step % CHECK_EVERY == 0 and should_stop():
+                raise Stopped(f"stopped after {step} events")
             if at < count and (not events or times[at] <= events[0][0]):
                 now, kind, a = times[at], ARRIVE, ids[at]
                 at += 1
@@ -265,12 +270,15 @@ def _shares(requests: Requests, engines: int) -> _Shares:
     if requests.arrival_s is not None:
         arrival = requests.arrival_s[ids]
         columns.append(np.where(held, arrival - arrival[:, :1], -1.0))
-    features = np.hstack([*(c.astype(np.float64) for c in columns), clients[:, None].astype(np.float64)])
-    _, first, group = np.unique(features, axis=0, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # groups renumbered in order of first appearance
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    return _Shares(ids, held.sum(axis=1), clients, rank[group.ravel()], first[order])
+    # + 0.0 turns a −0.0 into 0.0, so that rows equal as numbers are equal as bytes.
+    features = np.hstack([*(c.astype(np.float64) for c in columns), clients[:, None].astype(np.float64)]) + 0.0
+    # Rows compared by their bytes, numbered in order of first appearance. (np.unique(axis=0) views each row as one
+    # structured value with a field per column and sorts those: ~1 s for two rows of 100 001 columns.)
+    seen: dict[bytes, int] = {}
+    group = np.fromiter((seen.setdefault(row.tobytes(), len(seen)) for row in features), np.intp, len(features))
+    first = np.zeros(len(seen), dtype=np.intp)
+    first[group[::-1]] = np.arange(len(group) - 1, -1, -1)  # the last write of each group is its first row
+    return _Shares(ids, held.sum(axis=1), clients, group, first)
 
 
 def loops(requests: Requests, pool: Pool, decode_pool: Pool | None = None) -> int:
@@ -287,15 +295,17 @@ def simulate(
     decode_pool: Pool | None = None,
     transfer_s: Callable[[int], float] | None = None,
     series: bool = False,
+    should_stop: StopCheck = never,
 ) -> Trace:
     """Run the requests through the engines. Aggregated engines share nothing, so each runs its own loop on its
     share of the requests (a closed loop's clients, or every R-th arrival): the loops' horizons then see only their
     own arrivals, which lets pure-decode stretches run long. Engines whose shares are alike (the same lengths in the
     same order, the same clients, arrivals the same apart) run the same loop, so it runs once for them all, its
     times moved by each engine's first arrival (closed loops all start at 0 and take its times as they are; an open
-    loop's to rounding); engines without a request run nothing (`loops`)."""
+    loop's to rounding); engines without a request run nothing (`loops`). `should_stop` is asked every
+    `CHECK_EVERY` events of each loop (`Stopped` when it answers true)."""
     if decode_pool is not None or pool.engines == 1:
-        return Simulation(requests, pool, decode_pool, transfer_s, series).run()
+        return Simulation(requests, pool, decode_pool, transfer_s, series).run(should_stop)
     single = Pool(pool.surface, pool.scheduler, 1, pool.launch_s)
     shares = _shares(requests, pool.engines)
     times = np.full((4, requests.count), math.nan)  # arrival, admit, first token, end
@@ -304,11 +314,13 @@ def simulate(
     bounds = np.searchsorted(shares.group[members], np.arange(shares.first.size + 1))
     traces = []
     for g, e in enumerate(shares.first.tolist()):
+        if g and should_stop():  # loops too short to ask on their own
+            raise Stopped(f"stopped after {g} of {shares.first.size} loops")
         size = int(shares.length[e])
         ids = shares.ids[e, :size]
         arr = None if requests.arrival_s is None else requests.arrival_s[ids]
         part = Requests(requests.prompt[ids], requests.output[ids], arr, int(shares.concurrency[e]))
-        tr = Simulation(part, single, None, None, series and e == 0).run()
+        tr = Simulation(part, single, None, None, series and e == 0).run(should_stop)
         traces.append(tr)
         own = np.array([tr.arrival, tr.admit, tr.first, tr.end])
         if bounds[g + 1] - bounds[g] > 1:

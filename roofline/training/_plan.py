@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from roofline._stop import StopCheck, never
 from roofline.training._config import Sharding, TrainingConfigError, TrainingParallelism, TrainingRun, validate_training
 from roofline.training._memory import training_memory
 from roofline.training._results import TrainingEstimate
@@ -54,8 +55,9 @@ class PlanEntry:
 @dataclass(frozen=True)
 class TrainingPlan:
     """The `top` fastest layouts that fit (or with the fewest device-hours), best first, and what the search saw:
-    `searched` layouts = `invalid` + `pruned_memory` + `evaluated`. `invalid_fields` counts the invalid ones by the
-    input at fault; `reasons` keeps one message per field."""
+    `searched` layouts = `invalid` + `pruned_memory` + `evaluated`; `unfinished` were not searched (`should_stop`
+    answered true first). `invalid_fields` counts the invalid ones by the input at fault; `reasons` keeps one
+    message per field."""
 
     ranked: tuple[PlanEntry, ...]
     searched: int
@@ -65,6 +67,7 @@ class TrainingPlan:
     invalid_fields: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     smallest_memory_bytes: float | None = None
+    unfinished: int = 0
 
 
 def _layouts(space: PlanSpace) -> Iterator[tuple[int, bool, int, str, int, int]]:
@@ -83,7 +86,7 @@ class _Tally:
     """What the search saw, and the layouts that fit with their steps."""
 
     def __init__(self) -> None:
-        self.searched = self.invalid = self.pruned = 0
+        self.searched = self.invalid = self.pruned = self.unfinished = 0
         self.fields: Counter[str] = Counter()
         self.reasons: dict[str, str] = {}
         self.smallest: float | None = None
@@ -119,12 +122,16 @@ def _fabric_error(base: TrainingRun, devices: int) -> tuple[str, str] | None:
     return None
 
 
+def _shardings(par: TrainingParallelism, space: PlanSpace) -> tuple[Sharding, ...]:
+    """A data group of one shards nothing: every sharding is the same step as the first listed."""
+    return space.sharding if par.data > 1 else space.sharding[:1]
+
+
 def _search_layout(
     base: TrainingRun, par: TrainingParallelism, space: PlanSpace, cache: StepCache, tally: _Tally
 ) -> None:
     """Every sharding, micro-batch and recomputation of one layout: invalid, pruned for memory, or timed."""
-    # A data group of one shards nothing: every sharding is the same step as the first listed.
-    shardings = space.sharding if par.data > 1 else space.sharding[:1]
+    shardings = _shardings(par, space)
     for sharding, mb, recompute in itertools.product(shardings, space.micro_batch, space.recompute):
         run = replace(base, parallelism=par, sharding=sharding, micro_batch=mb, recompute=recompute)
         try:
@@ -139,12 +146,14 @@ def _search_layout(
 
 
 def plan_training(
-    base: TrainingRun, devices: Sequence[int], space: PlanSpace, top: int = 10, rank: str = "time"
-) -> TrainingPlan:
+    base: TrainingRun, devices: Sequence[int], space: PlanSpace, top: int = 10, rank: str = "time",
+    should_stop: StopCheck = never,
+) -> TrainingPlan:  # fmt: skip
     """Search `space` on each device count of `devices` for the layouts of `base` (its model, system, sequence,
     global batch, precision, optimizer, overlap and attention) that fit in memory, ranked by step time (`time`) or
     by device-seconds per step (`device_hours`), ties to fewer devices then less memory. Raises
-    `TrainingConfigError` for an unknown ranking."""
+    `TrainingConfigError` for an unknown ranking. `should_stop` is asked before each layout is timed: once it answers
+    true, the layouts not yet timed are counted `unfinished` and the plan ranks what it has."""
     if rank not in RANKINGS:
         raise TrainingConfigError("rank_by", f"one of {', '.join(RANKINGS)}")
     # The search ranks on the step alone; the prediction intervals are made for the ranked entries only.
@@ -152,6 +161,7 @@ def plan_training(
     cache, tally = StepCache(), _Tally()
     per_layout = len(space.sharding) * len(space.micro_batch) * len(space.recompute)
     layouts = list(_layouts(space))
+    stopped = False
     for n in devices:
         fabric = _fabric_error(base, n)
         if fabric is not None:  # no layout of n devices can communicate
@@ -165,6 +175,10 @@ def plan_training(
                 continue
             par = TrainingParallelism(tensor=t, pipeline=p, data=n // (t * p * c), context=c, sequence_parallel=sp,
                                       schedule=schedule, virtual_stages=v)  # fmt: skip
+            if stopped or should_stop():
+                stopped = True
+                tally.unfinished += len(_shardings(par, space)) * len(space.micro_batch) * len(space.recompute)
+                continue
             _search_layout(base, par, space, cache, tally)
 
     def order(e: PlanEntry) -> tuple[float, ...]:
@@ -178,5 +192,5 @@ def plan_training(
     return TrainingPlan(
         ranked=tuple(ranked), searched=tally.searched, invalid=tally.invalid, pruned_memory=tally.pruned,
         evaluated=len(entries), invalid_fields=dict(tally.fields), reasons=tally.reasons,
-        smallest_memory_bytes=tally.smallest,
+        smallest_memory_bytes=tally.smallest, unfinished=tally.unfinished,
     )  # fmt: skip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Response
@@ -20,7 +20,7 @@ class ImageFormat:
 
 FORMATS = (ImageFormat("svg", "image/svg+xml", "SVG"), ImageFormat("png", "image/png", "PNG"))
 
-ChartEndpoint = Callable[..., Response]
+ChartEndpoint = Callable[..., Response] | Callable[..., Awaitable[Response]]  # sync, or async (a heavy chart)
 
 
 def chart_routes(

@@ -2,36 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response
 
 from schemas.plan import PlanRead, PlanRequest
 from service.charts.formats import ChartEndpoint, ImageFormat, chart_routes
-from service.deps import SessionDep
-from service.encoding import OrjsonRoute
+from service.encoding import MEDIA_TYPE, OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import PLAN_EXAMPLES
+from service.heavy import HEAVY_RESPONSES, PARTIAL_HEADER, HeavyDep
 from service.plan import service
 
-router = APIRouter(prefix="/v1", tags=["plan"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
+router = APIRouter(
+    prefix="/v1", tags=["plan"], responses={**ERROR_RESPONSES, **HEAVY_RESPONSES}, route_class=OrjsonRoute
+)
 PlanBody = Annotated[PlanRequest, Body(openapi_examples=PLAN_EXAMPLES)]
+PARTIAL: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The plan; when it stopped at its time limit with candidates unfinished, `partial` is true "
+        f"and the header `{PARTIAL_HEADER}` says how many",
+        "headers": {
+            PARTIAL_HEADER: {
+                "description": "Only on a partial plan: `unfinished=N; candidates=M`",
+                "schema": {"type": "string"},
+            }
+        },
+    }
+}
 
 
-@router.post("/plan")
-def plan(session: SessionDep, body: PlanBody) -> PlanRead:
+# A heavy endpoint (service.heavy): the answer is encoded on the compute's thread (response_model documents it).
+@router.post("/plan", response_model=PlanRead, responses=PARTIAL)
+async def plan(heavy: HeavyDep, body: PlanBody) -> Response:
     """The cheapest fleets that serve a traffic (rates and lengths, or a stored trace) within latency objectives.
 
     Every candidate deployment simulated under in-flight batching, sized, checked under the traffic, with vLLM and
     TensorRT-LLM launch arguments."""
-    return service.plan(session, body)
+    answer = await heavy.run(
+        lambda session: service.read(session, body), lambda i, s: service.plan(i, body, s), partial=True
+    )
+    return Response(answer.content, media_type=MEDIA_TYPE, headers=answer.headers)
 
 
 @chart_routes(router, "POST", "/plan/frontier")
 def frontier(fmt: ImageFormat) -> ChartEndpoint:
     """The plan's candidates, output tokens/s per device against per user, with the Pareto frontier."""
 
-    def draw(session: SessionDep, body: PlanBody) -> Response:
-        return fmt.response(service.chart(session, body, fmt.suffix))
+    async def draw(heavy: HeavyDep, body: PlanBody) -> Response:
+        answer = await heavy.run(
+            lambda session: service.read(session, body),
+            lambda i, s: service.chart(i, body, fmt.suffix, s),
+            partial=True,
+        )
+        return Response(answer.content, media_type=fmt.media_type, headers=answer.headers)
 
     return draw

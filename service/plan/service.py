@@ -1,18 +1,40 @@
 """The capacity planner: the profiles (and a stored trace the traffic names) resolved, the search run on the serving
 simulator (`adapters.plan_serving`, `roofline.serving.plan_serving`), and its frontier drawn
-(`service.charts.pareto`)."""
+(`service.charts.pareto`). A heavy endpoint (`service.heavy`): `read` holds the session, `plan` and `chart` compute
+without one, until `should_stop` says the request's time is up, and answer what they have (`partial`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
 import adapters
+import roofline
 from schemas.estimates import EstimateContext
+from schemas.models import ModelSpec
 from schemas.plan import PlanRead, PlanRequest
 from service.catalogue import service as catalogue
 from service.charts.pareto import Frontier, render
+from service.encoding import dumps
 from service.errors import invalid
+from service.heavy import partial_header
 from service.traces import service as traces
+
+
+@dataclass(frozen=True)
+class Inputs:
+    model: tuple[ModelSpec, str]
+    hardware: list[adapters.Hardware]
+    trace: adapters.Trace | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An encoded answer and its headers (`Ridgeline-Partial` when the plan stopped with candidates unfinished)."""
+
+    content: bytes
+    headers: dict[str, str]
 
 
 def _trace(session: Session, body: PlanRequest) -> adapters.Trace | None:
@@ -28,7 +50,8 @@ def _trace(session: Session, body: PlanRequest) -> adapters.Trace | None:
     return trace
 
 
-def _run(session: Session, body: PlanRequest) -> adapters.PlanOutcome:
+def read(session: Session, body: PlanRequest) -> Inputs:
+    """What the search needs from the database: the model, the profiles, the trace the traffic names."""
     model = catalogue.resolve_model(session, body.model)
     trace = _trace(session, body)
     hardware = []
@@ -36,17 +59,23 @@ def _run(session: Session, body: PlanRequest) -> adapters.PlanOutcome:
         ctx = EstimateContext(hardware=ref, options=body.options)
         spec, name = catalogue.resolve_hardware(session, ctx, f"body.hardware.{i}")
         hardware.append(adapters.Hardware(name, adapters.inference_system(spec, ctx, None)))
-    return adapters.plan_serving(body, model, hardware, trace)
+    return Inputs(model, hardware, trace)
 
 
-def plan(session: Session, body: PlanRequest) -> PlanRead:
+def _headers(outcome: adapters.PlanOutcome) -> dict[str, str]:
+    doc = outcome.doc
+    return partial_header(doc["unfinished"], doc["candidates"]) if doc["partial"] else {}
+
+
+def plan(inputs: Inputs, body: PlanRequest, should_stop: roofline.StopCheck) -> Answer:
     """Simulate every candidate, size each to the traffic, check the best under it and rank them."""
-    return PlanRead.model_validate(_run(session, body).doc)
+    outcome = adapters.plan_serving(body, inputs.model, inputs.hardware, inputs.trace, should_stop)
+    return Answer(dumps(PlanRead.model_validate(outcome.doc).model_dump(mode="json")), _headers(outcome))
 
 
-def chart(session: Session, body: PlanRequest, fmt: str) -> bytes:
+def chart(inputs: Inputs, body: PlanRequest, fmt: str, should_stop: roofline.StopCheck) -> Answer:
     """The plan's Pareto chart as `fmt` ("svg" or "png") bytes."""
-    outcome = _run(session, body)
+    outcome = adapters.plan_serving(body, inputs.model, inputs.hardware, inputs.trace, should_stop)
     result, doc = outcome.plan, outcome.doc
     chosen = result.feasible[0] if result.feasible else None
     frontier = Frontier(
@@ -61,4 +90,4 @@ def chart(session: Session, body: PlanRequest, fmt: str) -> bytes:
         chosen_label=doc["feasible"][0]["label"] if doc["feasible"] else "",
         tpot_s=body.objectives.tpot_s,
     )
-    return render(frontier, fmt)
+    return Answer(render(frontier, fmt), _headers(outcome))

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Response
 
 from schemas.serving import ServingRead, ServingRequest
-from service.deps import SessionDep
-from service.encoding import OrjsonRoute
+from service.encoding import MEDIA_TYPE, OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import SERVING_EXAMPLES
+from service.heavy import HEAVY_RESPONSES, HeavyDep
 from service.serving import service
 
 router = APIRouter(prefix="/v1/estimate", tags=["serving"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
 
 
-@router.post("/serving")
-def estimate_serving(
-    session: SessionDep, body: Annotated[ServingRequest, Body(openapi_examples=SERVING_EXAMPLES)]
-) -> ServingRead:
+# A heavy endpoint (service.heavy): the answer is encoded on the compute's thread (response_model documents it).
+@router.post("/serving", response_model=ServingRead, responses=HEAVY_RESPONSES)
+async def estimate_serving(
+    heavy: HeavyDep, body: Annotated[ServingRequest, Body(openapi_examples=SERVING_EXAMPLES)]
+) -> Response:
     """Simulate a serving deployment under load, iteration by iteration, as the engines batch in flight.
 
     Throughput, time to first token and per output token (mean, p50, p90, p99), queueing, batch and KV-cache use,
     preemptions, goodput, under a closed loop, an open loop or a trace (`load.trace_id`: one stored with
     POST /v1/traces). For one static batch use /v1/estimate/inference."""
-    return service.estimate(session, body)
+    content = await heavy.run(lambda session: service.read(session, body), lambda i, s: service.estimate(i, body, s))
+    return Response(content, media_type=MEDIA_TYPE)

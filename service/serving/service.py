@@ -1,20 +1,41 @@
 """Rules for serving estimates: the model and profile resolved as for inference runs (no calibration: the simulator
 costs iterations with the shipped model), a stored trace read when the load names one, then the simulation. The
-mapping to the core and back is `adapters`'."""
+mapping to the core and back is `adapters`'. A heavy endpoint (`service.heavy`): `read` holds the session, `estimate`
+computes without one."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
 import adapters
+import roofline
+from schemas.hardware import HardwareSpec
+from schemas.models import ModelSpec
 from schemas.serving import ServingRead, ServingRequest
 from service.catalogue import service as catalogue
+from service.encoding import dumps
 from service.traces import service as traces
 
 
-def estimate(session: Session, body: ServingRequest) -> ServingRead:
+@dataclass(frozen=True)
+class Inputs:
+    model: tuple[ModelSpec, str]
+    hardware: tuple[HardwareSpec, str, roofline.System]
+    trace: adapters.Trace | None
+
+
+def read(session: Session, body: ServingRequest) -> Inputs:
+    """What the simulation needs from the database: the model, the profile, the trace the load names."""
     model = catalogue.resolve_model(session, body.model)
     spec, name = catalogue.resolve_hardware(session, body)
     system = adapters.inference_system(spec, body, None)
     trace = None if body.load.trace_id is None else traces.load(session, body.load.trace_id, "body.load.trace_id")
-    return ServingRead.model_validate(adapters.estimate_serving(body, model, (spec, name, system), trace))
+    return Inputs(model, (spec, name, system), trace)
+
+
+def estimate(inputs: Inputs, body: ServingRequest, should_stop: roofline.StopCheck) -> bytes:
+    """The simulation, its answer encoded (`roofline.Stopped` when `should_stop` says so first)."""
+    doc = adapters.estimate_serving(body, inputs.model, inputs.hardware, inputs.trace, should_stop)
+    return dumps(ServingRead.model_validate(doc).model_dump(mode="json"))

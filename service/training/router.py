@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Response
 
 from schemas.training import TrainingRead, TrainingRequest
 from schemas.training_plan import TrainingPlanRead, TrainingPlanRequest
 from service.deps import SessionDep
-from service.encoding import OrjsonRoute
+from service.encoding import MEDIA_TYPE, OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import TRAINING_EXAMPLES, TRAINING_PLAN_EXAMPLES
+from service.heavy import HEAVY_RESPONSES, PARTIAL_HEADER, HeavyDep
 from service.training import service
 
 router = APIRouter(prefix="/v1", tags=["training"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
@@ -25,9 +26,23 @@ def estimate_training(
     return service.estimate(session, body)
 
 
-@router.post("/plan/training")
-def plan_training(
-    session: SessionDep, body: Annotated[TrainingPlanRequest, Body(openapi_examples=TRAINING_PLAN_EXAMPLES)]
-) -> TrainingPlanRead:
+PARTIAL: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The plan; when it stopped at its time limit with configurations unfinished, `partial` is true "
+        f"and the header `{PARTIAL_HEADER}` says how many",
+        "headers": {PARTIAL_HEADER: {"description": "Only on a partial plan: `unfinished=N; candidates=M`",
+                                     "schema": {"type": "string"}}},
+    }
+}  # fmt: skip
+
+
+# A heavy endpoint (service.heavy): the answer is encoded on the compute's thread (response_model documents it).
+@router.post("/plan/training", response_model=TrainingPlanRead, responses={**HEAVY_RESPONSES, **PARTIAL})
+async def plan_training(
+    heavy: HeavyDep, body: Annotated[TrainingPlanRequest, Body(openapi_examples=TRAINING_PLAN_EXAMPLES)]
+) -> Response:
     """Search layouts (data, tensor, pipeline, sharding, micro-batch, recomputation) for the fastest that fit."""
-    return service.plan(session, body)
+    content, headers = await heavy.run(
+        lambda session: service.read_plan(session, body), lambda i, s: service.plan(i, body, s), partial=True
+    )
+    return Response(content, media_type=MEDIA_TYPE, headers=headers)

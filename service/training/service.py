@@ -1,15 +1,24 @@
 """Rules for training-step estimates and plans: which model and which profile (catalogue or inline, with the
 request's patch and options); the mapping to the core and back is `adapters`' (`training_run`, `estimate_training`,
-`render_training`, `plan_training`, `render_training_plan`). No formulas here."""
+`render_training`, `plan_training`, `render_training_plan`). No formulas here. The plan is a heavy endpoint
+(`service.heavy`): `read_plan` holds the session, `plan` computes without one until `should_stop` says the request's
+time is up, and answers what it has (`partial`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
 import adapters
+import roofline
+from schemas.hardware import HardwareSpec
+from schemas.models import ModelSpec
 from schemas.training import TrainingRead, TrainingRequest
 from schemas.training_plan import TrainingPlanRead, TrainingPlanRequest
 from service.catalogue import service as catalogue
+from service.encoding import dumps
+from service.heavy import partial_header
 
 
 def estimate(session: Session, body: TrainingRequest) -> TrainingRead:
@@ -26,10 +35,26 @@ def estimate(session: Session, body: TrainingRequest) -> TrainingRead:
     )
 
 
-def plan(session: Session, body: TrainingPlanRequest) -> TrainingPlanRead:
-    """The search on the request's model and profile, its best configurations rendered."""
-    model, model_name = catalogue.resolve_model(session, body.model)
+@dataclass(frozen=True)
+class PlanInputs:
+    model: tuple[ModelSpec, str]
+    hardware: tuple[HardwareSpec, str, roofline.System]
+
+
+def read_plan(session: Session, body: TrainingPlanRequest) -> PlanInputs:
+    """What the search needs from the database: the model and the profile."""
+    model = catalogue.resolve_model(session, body.model)
     spec, hardware_name = catalogue.resolve_hardware(session, body)
-    system = adapters.inference_system(spec, body, None)
-    found = adapters.plan_training(body, model, system)
-    return TrainingPlanRead.model_validate(adapters.render_training_plan(body, found, model_name, spec, hardware_name))
+    return PlanInputs(model, (spec, hardware_name, adapters.inference_system(spec, body, None)))
+
+
+def plan(
+    inputs: PlanInputs, body: TrainingPlanRequest, should_stop: roofline.StopCheck
+) -> tuple[bytes, dict[str, str]]:
+    """The search on the request's model and profile, its best configurations rendered and encoded, with the
+    `Ridgeline-Partial` header when it stopped with configurations unfinished."""
+    (model, model_name), (spec, hardware_name, system) = inputs.model, inputs.hardware
+    found = adapters.plan_training(body, model, system, should_stop)
+    doc = adapters.render_training_plan(body, found, model_name, spec, hardware_name)
+    headers = partial_header(found.unfinished, found.searched + found.unfinished) if found.unfinished else {}
+    return dumps(TrainingPlanRead.model_validate(doc).model_dump(mode="json")), headers
