@@ -453,14 +453,14 @@ def plan_serving(
         except Stopped:
             stopped = True
             break
-    while stopped and heap and heap[0][1] and len(feasible) < max_results:  # checked, and ahead of every bound
-        feasible.append(heapq.heappop(heap)[3])
         checked += 1
         simulated += sized.iterations
         e = replace(e, sized=sized)
         entries[n] = e
         if e.meets:
             heapq.heappush(heap, (key(e), True, n, e))
+    while stopped and heap and heap[0][1] and len(feasible) < max_results:  # checked, and ahead of every bound
+        feasible.append(heapq.heappop(heap)[3])
     closest: list[Entry] = []
     if not feasible:
         closest = sorted(entries, key=lambda e: (e.worst, key(e)))[:max_results]
