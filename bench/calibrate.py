@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     url = args.database_url or f"sqlite:///{workdir / 'calibrate.db'}"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "RIDGELINE_DATABASE_URL": url, "RIDGELINE_LOG_LEVEL": "warning"}
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": url, "RIDGELINE_LOG_LEVEL": "warning",
+           "RIDGELINE_HEAVY_REQUESTS_PER_WINDOW": "0"}  # fmt: skip
     log = (workdir / "server.log").open("w")
     proc = subprocess.Popen([*ridgeline_command(), "serve", "--port", str(port)], env=env, stdout=log, stderr=log)
     failed = False

@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         url = f"{ADMIN_URL}?options={quote(f'-csearch_path={schema}')}"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "RIDGELINE_DATABASE_URL": url, "RIDGELINE_LOG_LEVEL": "warning"}
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": url, "RIDGELINE_LOG_LEVEL": "warning",
+           "RIDGELINE_HEAVY_REQUESTS_PER_WINDOW": "0"}  # fmt: skip
     workdir = Path(tempfile.mkdtemp(prefix="ridgeline-ingest-"))
     log = (workdir / "server.log").open("w")
     proc = subprocess.Popen([*ridgeline_command(), "serve", "--port", str(port)], env=env, stdout=log, stderr=log)

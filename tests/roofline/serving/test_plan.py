@@ -193,3 +193,39 @@ def test_a_one_token_answer_ends_with_its_prompt() -> None:
     assert tr.first == pytest.approx([1 * MS, 1 * MS])
     assert tr.end[0] == pytest.approx(1 * MS)
     assert math.isfinite(tr.end[1]) and tr.end[1] > 1 * MS
+
+
+class Calls:
+    """A `should_stop` that answers true from call `stop_at` on."""
+
+    def __init__(self, stop_at: float = math.inf) -> None:
+        self.calls = 0
+        self.stop_at = stop_at
+
+    def __call__(self) -> bool:
+        self.calls += 1
+        return self.calls >= self.stop_at
+
+
+def test_a_stopped_plan_ranks_what_it_simulated_and_counts_the_rest_unfinished() -> None:
+    # Six candidates (tensor 1 or 2 × batch 2, 4, 8) of Llama 3 8B on an H100. Asked and never told to stop, the
+    # plan is the one without the question; told to stop at the n-th question (n from 1 to all of them), it says it
+    # stopped, every candidate is simulated, pruned or unfinished, and the later the stop the more it simulated.
+    deps = [Deployment(engine(t, s)) for t in (1, 2) for s in (2, 4, 8)]
+    targets = Targets(ttft_s=1.0)
+    asked = Calls()
+    full = plan_serving(deps, [None] * 6, PROMPT, OUTPUT, targets, 100.0, should_stop=asked)
+    assert (full.unfinished, full.stopped) == (0, False)
+    plain = plan_serving(deps, [None] * 6, PROMPT, OUTPUT, targets, 100.0)
+    assert [(e.index, e.sized.devices) for e in full.feasible] == [(e.index, e.sized.devices) for e in plain.feasible]
+    assert len(full.entries) == len(plain.entries) and full.checked == plain.checked
+    nothing = plan_serving(deps, [None] * 6, PROMPT, OUTPUT, targets, 100.0, should_stop=lambda: True)
+    assert (nothing.unfinished, nothing.entries, nothing.feasible, nothing.stopped) == (6, (), (), True)
+    done = []
+    for n in sorted({*range(1, asked.calls + 1, max(1, asked.calls // 8)), asked.calls}):
+        part = plan_serving(deps, [None] * 6, PROMPT, OUTPUT, targets, 100.0, should_stop=Calls(n))
+        assert part.stopped
+        assert len(part.entries) + part.pruned + part.unfinished + len(part.invalid) == 6
+        assert all(e.meets for e in part.feasible)
+        done.append(len(part.entries))
+    assert done == sorted(done) and done[-1] == len(full.entries)

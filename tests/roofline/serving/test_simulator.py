@@ -4,6 +4,7 @@ disaggregation over an infinitely fast fabric)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -340,3 +341,51 @@ def test_on_demand_preemption_with_speculative_decoding_still_ends_every_request
     tr = simulate(req, drafted("chunked", 3, 1.5, kv_blocks=120, kv_policy="on_demand"))
     assert tr.preemptions > 0
     assert all(np.isfinite(tr.end))
+
+
+class Calls:
+    """A `should_stop` that counts its calls and answers true from call `stop_at` on (never, by default)."""
+
+    def __init__(self, stop_at: float = math.inf) -> None:
+        self.calls = 0
+        self.stop_at = stop_at
+
+    def __call__(self) -> bool:
+        self.calls += 1
+        return self.calls >= self.stop_at
+
+
+def test_the_loop_asks_whether_to_stop_every_64_events() -> None:
+    # One client, 200 requests of prompt 10 and 1 output token: each is one iteration (its prefill gives its one
+    # token), so the loop handles 2 events per request (its arrival, its iteration's end): 400 events, asked at
+    # the 64th, 128th, …, 384th: 6 times. Asked and never told to stop, the run is the same.
+    req = closed([10] * 200, [1] * 200, 1)
+    asked = Calls()
+    tr = simulate(req, flat("continuous"), should_stop=asked)
+    assert asked.calls == 400 // 64 == 6
+    assert tr.iterations == 200
+    assert tr.end == simulate(req, flat("continuous")).end
+    told = Calls(stop_at=2)
+    with pytest.raises(roofline.Stopped):
+        simulate(req, flat("continuous"), should_stop=told)
+    assert told.calls == 2  # it stopped at the 128th event, at once
+
+
+def test_alike_shares_found_by_their_bytes_run_one_loop_each() -> None:
+    # 6 engines, a closed loop of 6 clients, 18 requests dealt round-robin: engine e gets requests e, e + 6, e + 12.
+    # Outputs 2, 3, 2, 3, 2, 4 (repeated): engines 0, 2, 4 are alike, 1 and 3 are alike, 5 is alone: 3 loops. Each
+    # engine's requests end as they do on an engine of their own (continuous batching on a 1 ms surface: prefill
+    # 1 ms with the first token, then a token per ms; the engine's next request starts when one ends).
+    outputs = [2, 3, 2, 3, 2, 4] * 3
+    req = closed([10] * 18, outputs, 6)
+    pool = replace(flat("continuous"), engines=6)
+    assert roofline.serving.loops(req, pool) == 3
+    tr = simulate(req, pool)
+    for e in range(6):
+        own = [e, e + 6, e + 12]
+        alone = simulate(closed([10] * 3, [outputs[i] for i in own], 1), flat("continuous"))
+        assert [tr.end[i] for i in own] == pytest.approx(alone.end)
+        assert alone.end == pytest.approx([outputs[e] * MS, 2 * outputs[e] * MS, 3 * outputs[e] * MS])
+    asked = Calls(stop_at=1)
+    with pytest.raises(roofline.Stopped):  # asked between loops too (each is too short to ask on its own)
+        simulate(req, pool, should_stop=asked)

@@ -132,3 +132,24 @@ def test_an_unknown_ranking_names_the_field() -> None:
     with pytest.raises(roofline.TrainingConfigError) as err:
         roofline.plan_training(base(gpt()), [8], SMALL_SPACE, rank="cost")
     assert err.value.field == "rank_by"
+
+
+def test_a_stopped_search_counts_the_layouts_it_left_unfinished() -> None:
+    # The space of test_the_counts_by_hand on 6 devices, asked before each layout it times: tensor 1 (asked first:
+    # go on; 2 shardings timed), tensor 2 without SP (asked second: stop), tensor 2 with SP (stopped): 2 + 2
+    # configurations unfinished. Tensor 4 does not divide 6: its 4 are invalid without a question. Searched 2 + 4.
+    space = roofline.PlanSpace(
+        tensor=(1, 2, 4), pipeline=(1,), sharding=(roofline.Sharding(0), roofline.Sharding(1)), micro_batch=(1,),
+        recompute=("none",),
+    )  # fmt: skip
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) >= 2
+
+    plan = roofline.plan_training(base(gpt(), global_batch=12), [6], space, should_stop=stop)
+    assert (plan.searched, plan.invalid, plan.evaluated, plan.unfinished) == (6, 4, 2, 4)
+    assert len(calls) == 2 and all(e.run.parallelism.tensor == 1 for e in plan.ranked)
+    never = roofline.plan_training(base(gpt(), global_batch=12), [6], space, should_stop=lambda: False)
+    assert (never.searched, never.evaluated, never.unfinished) == (10, 6, 0)
