@@ -14,9 +14,9 @@ import roofline
 from schemas.estimates import EstimateContext
 from schemas.models import ModelSpec
 from schemas.plan import PlanRead, PlanRequest
+from service import encoding
 from service.catalogue import service as catalogue
 from service.charts.pareto import Frontier, render
-from service.encoding import dumps
 from service.errors import invalid
 from service.heavy import partial_header
 from service.traces import service as traces
@@ -67,10 +67,17 @@ def _headers(outcome: adapters.PlanOutcome) -> dict[str, str]:
     return partial_header(doc["unfinished"], doc["candidates"]) if doc["partial"] else {}
 
 
-def plan(inputs: Inputs, body: PlanRequest, should_stop: roofline.StopCheck) -> Answer:
-    """Simulate every candidate, size each to the traffic, check the best under it and rank them."""
+def document(inputs: Inputs, body: PlanRequest, should_stop: roofline.StopCheck) -> tuple[PlanRead, dict[str, str]]:
+    """Simulate every candidate, size each to the traffic, check the best under it and rank them; the plan, and
+    its headers."""
     outcome = adapters.plan_serving(body, inputs.model, inputs.hardware, inputs.trace, should_stop)
-    return Answer(dumps(PlanRead.model_validate(outcome.doc).model_dump(mode="json")), _headers(outcome))
+    return PlanRead.model_validate(outcome.doc), _headers(outcome)
+
+
+def plan(inputs: Inputs, body: PlanRequest, should_stop: roofline.StopCheck) -> Answer:
+    """The plan (`document`), encoded."""
+    model, headers = document(inputs, body, should_stop)
+    return Answer(encoding.dumps(model.model_dump(mode="json")), headers)
 
 
 def chart(inputs: Inputs, body: PlanRequest, fmt: str, should_stop: roofline.StopCheck) -> Answer:

@@ -14,8 +14,8 @@ import roofline
 from schemas.hardware import HardwareSpec
 from schemas.models import ModelSpec
 from schemas.serving import ServingRead, ServingRequest
+from service import encoding
 from service.catalogue import service as catalogue
-from service.encoding import dumps
 from service.traces import service as traces
 
 
@@ -38,4 +38,4 @@ def read(session: Session, body: ServingRequest) -> Inputs:
 def estimate(inputs: Inputs, body: ServingRequest, should_stop: roofline.StopCheck) -> bytes:
     """The simulation, its answer encoded (`roofline.Stopped` when `should_stop` says so first)."""
     doc = adapters.estimate_serving(body, inputs.model, inputs.hardware, inputs.trace, should_stop)
-    return dumps(ServingRead.model_validate(doc).model_dump(mode="json"))
+    return encoding.dumps(ServingRead.model_validate(doc).model_dump(mode="json"))

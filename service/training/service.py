@@ -16,8 +16,8 @@ from schemas.hardware import HardwareSpec
 from schemas.models import ModelSpec
 from schemas.training import TrainingRead, TrainingRequest
 from schemas.training_plan import TrainingPlanRead, TrainingPlanRequest
+from service import encoding
 from service.catalogue import service as catalogue
-from service.encoding import dumps
 from service.heavy import partial_header
 
 
@@ -48,13 +48,21 @@ def read_plan(session: Session, body: TrainingPlanRequest) -> PlanInputs:
     return PlanInputs(model, (spec, hardware_name, adapters.inference_system(spec, body, None)))
 
 
-def plan(
+def plan_document(
     inputs: PlanInputs, body: TrainingPlanRequest, should_stop: roofline.StopCheck
-) -> tuple[bytes, dict[str, str]]:
-    """The search on the request's model and profile, its best configurations rendered and encoded, with the
+) -> tuple[TrainingPlanRead, dict[str, str]]:
+    """The search on the request's model and profile, its best configurations rendered, with the
     `Ridgeline-Partial` header when it stopped with configurations unfinished."""
     (model, model_name), (spec, hardware_name, system) = inputs.model, inputs.hardware
     found = adapters.plan_training(body, model, system, should_stop)
     doc = adapters.render_training_plan(body, found, model_name, spec, hardware_name)
     headers = partial_header(found.unfinished, found.searched + found.unfinished) if found.unfinished else {}
-    return dumps(TrainingPlanRead.model_validate(doc).model_dump(mode="json")), headers
+    return TrainingPlanRead.model_validate(doc), headers
+
+
+def plan(
+    inputs: PlanInputs, body: TrainingPlanRequest, should_stop: roofline.StopCheck
+) -> tuple[bytes, dict[str, str]]:
+    """The plan (`plan_document`), encoded."""
+    model, headers = plan_document(inputs, body, should_stop)
+    return encoding.dumps(model.model_dump(mode="json")), headers

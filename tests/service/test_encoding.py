@@ -210,6 +210,10 @@ def test_a_sweep_answer_is_exactly_an_estimate_ops_read(client: TestClient) -> N
     assert [item["tile"] is not None for item in body["items"]] == [True, True, True]
 
 
+def NEVER() -> bool:  # noqa: N802 - a constant callable: the heavy services' `should_stop` that never stops
+    return False
+
+
 def _session(client: TestClient) -> Any:
     app: Any = client.app
     return app.state.sessionmaker()
@@ -220,9 +224,13 @@ def _session(client: TestClient) -> Any:
     [
         (CollectiveRequest.model_validate, collectives.estimate, COLLECTIVE_EXAMPLES),
         (InferenceRequest.model_validate, inference.estimate, INFERENCE_EXAMPLES),
-        (PlanRequest.model_validate, planner.plan, PLAN_EXAMPLES),
+        (PlanRequest.model_validate, lambda s, b: planner.document(planner.read(s, b), b, NEVER)[0], PLAN_EXAMPLES),
         (TrainingRequest.model_validate, training.estimate, TRAINING_EXAMPLES),
-        (TrainingPlanRequest.model_validate, training.plan, TRAINING_PLAN_EXAMPLES),
+        (
+            TrainingPlanRequest.model_validate,
+            lambda s, b: training.plan_document(training.read_plan(s, b), b, NEVER)[0],
+            TRAINING_PLAN_EXAMPLES,
+        ),
     ],
     ids=["collective", "inference", "plan", "training", "training-plan"],
 )
