@@ -155,10 +155,19 @@ class HeavyGate:
         self.limits = limits
         self.slots = _Slots(limits.slots)
         self.in_flight: dict[str, int] = {}
-        self.pool = ThreadPoolExecutor(limits.slots, "ridgeline-heavy", initializer=_lower_priority)
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """The heavy threads, made on first use (again after `close`: a test client may start the app twice)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.limits.slots, "ridgeline-heavy", initializer=_lower_priority)
+        return self._pool
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
 
 def _client_address(request: Request, header: str | None) -> str:
@@ -210,9 +219,10 @@ class Heavy:
             )
         gate.in_flight[self.client] = gate.in_flight.get(self.client, 0) + 1
         try:
-            if limits.requests:
-                await run_in_threadpool(self._charge)
+            charged = await run_in_threadpool(self._charge) if limits.requests else None
             if not await gate.slots.acquire(limits.queue_s):
+                if charged is not None:  # turned away before any work: not counted against the client
+                    await run_in_threadpool(self._refund, charged)
                 raise ServiceUnavailable(
                     f"Every heavy slot of this server ({limits.slots}) is busy and none came free within "
                     f"{limits.queue_s:g} s; retry later.",
@@ -237,10 +247,14 @@ class Heavy:
             else:
                 del gate.in_flight[self.client]
 
-    def _charge(self) -> None:
+    def _charge(self) -> int | None:
         limits = self.gate.limits
         with self.sessions() as session:
-            ratelimit.charge_client(session, self.client, limits.requests, limits.window_s, limits.clock)
+            return ratelimit.charge_client(session, self.client, limits.requests, limits.window_s, limits.clock)
+
+    def _refund(self, window_start: int) -> None:
+        with self.sessions() as session:
+            ratelimit.refund_client(session, self.client, window_start)
 
     def _read(self, read: Callable[[Session], I]) -> I:
         with self.sessions() as session:  # closed (rolled back) before the compute: it only read

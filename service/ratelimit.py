@@ -169,12 +169,13 @@ def refund(session: Session, spent: Charge | None) -> None:
     )
 
 
-def charge_client(session: Session, client: str, limit: int, window_s: int, clock: Callable[[], float]) -> None:
+def charge_client(session: Session, client: str, limit: int, window_s: int, clock: Callable[[], float]) -> int | None:
     """Count one heavy request of `client` (service.heavy); raise TooManyRequests (429, Retry-After) when the
     sliding-window estimate passes `limit` per `window_s` (0: no limit), as `charge` does for uploads. Commits the
-    session: the row is locked for one statement, and a refused request is not counted."""
+    session: the row is locked for one statement, and a refused request is not counted. Returns the window charged
+    (None: no limit), for `refund_client`."""
     if not limit:
-        return
+        return None
     now = clock()
     start = int(now // window_s) * window_s
     fraction = (now - start) / window_s
@@ -195,5 +196,16 @@ def charge_client(session: Session, client: str, limit: int, window_s: int, cloc
         )
     session.execute(
         delete(HeavyRateWindow).where(HeavyRateWindow.client == client, HeavyRateWindow.window_start < start - window_s)
+    )
+    session.commit()
+    return start
+
+
+def refund_client(session: Session, client: str, window_start: int) -> None:
+    """Give back one heavy request's charge (committed): the server turned it away before doing its work."""
+    session.execute(
+        update(HeavyRateWindow)
+        .where(HeavyRateWindow.client == client, HeavyRateWindow.window_start == window_start)
+        .values(requests=HeavyRateWindow.requests - 1)
     )
     session.commit()

@@ -40,6 +40,14 @@ SMALL = {
 }  # fmt: skip
 
 
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -101,8 +109,12 @@ def _key_id(client: TestClient, key: str) -> int:
 def test_a_busy_server_answers_503_after_the_queue_wait_and_the_work_stops_at_the_deadline(
     make_client: Callable[..., TestClient],
 ) -> None:
-    client = make_client(request_timeout_s=3, heavy_slots=1, heavy_queue_s=0.3, heavy_requests_per_window=0)
+    # One slot, a 0.3 s queue, 2 heavy requests per window (the clock held inside one window). The slow request is
+    # charged 1; the one turned away for want of a slot is charged and refunded; the next small one is the 2nd, and
+    # one more is over the rate (without the refund the small one would already be the 3rd, a 429).
+    client = make_client(request_timeout_s=3, heavy_slots=1, heavy_queue_s=0.3, heavy_requests_per_window=2)
     gate = client.app.state.heavy  # type: ignore[attr-defined]
+    gate.limits = dataclasses.replace(gate.limits, clock=Clock(60 * 16_667 + 15))
     thread, answers = in_background(client, "/v1/estimate/serving", WORST)
     wait_until(lambda: gate.slots.held == 1, "the slow request computing")
     start = time.monotonic()
@@ -117,14 +129,7 @@ def test_a_busy_server_answers_503_after_the_queue_wait_and_the_work_stops_at_th
     # The slot is given back only when the compute has returned: the work ended with its answer.
     wait_until(lambda: gate.slots.held == 0, "the stopped compute to give its slot back", timeout_s=2.0)
     assert client.post("/v1/estimate/serving", json=SMALL).status_code == 200
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+    assert client.post("/v1/estimate/serving", json=SMALL).status_code == 429
 
 
 @pytest.mark.databases
