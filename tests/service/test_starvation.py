@@ -81,6 +81,7 @@ def test_cheap_endpoints_stay_fast_while_heavy_ones_are_saturated_and_the_work_e
             assert time.monotonic() < deadline, statuses
             time.sleep(0.05)
         with httpx.Client(base_url=server.url, timeout=10) as cheap:
+            turned_away = statuses[(503, "unavailable")]
             cpu_start, wall_start = cpu_s(server.proc.pid), time.monotonic()
             health = [latency_s(cheap, "/healthz") for _ in range(SAMPLES)]
             hardware = [latency_s(cheap, "/v1/hardware?limit=5") for _ in range(SAMPLES)]
@@ -92,7 +93,10 @@ def test_cheap_endpoints_stay_fast_while_heavy_ones_are_saturated_and_the_work_e
         )
         assert statistics.median(health) < 0.1, health
         assert statistics.median(hardware) < 0.1, hardware
-        assert busy > 0.5  # the heavy slots were computing while the cheap requests were answered
+        # The heavy slots were full while the cheap requests were answered (heavy ones were turned away for want of
+        # one meanwhile) and computing (the process burnt CPU; how much depends on what else the host runs).
+        assert statuses[(503, "unavailable")] > turned_away
+        assert busy > 0.1
     finally:
         stop.set()
         for thread in threads:
