@@ -18,6 +18,24 @@ UI_DIR = Path(__file__).parent
 STATIC_DIR = UI_DIR / "static"
 templates = Jinja2Templates(directory=UI_DIR / "templates")
 
+
+def figure(value: Any) -> str:
+    """A catalogue figure as people write it: 989e12 (not 989000000000000.0), tiles as 256×128."""
+    if isinstance(value, int):  # bool included
+        return str(value)
+    if isinstance(value, float):
+        text = f"{value:.6g}"
+        if "e" in text:
+            mantissa, exponent = text.split("e")
+            return f"{mantissa}e{int(exponent)}"
+        return text
+    if isinstance(value, list) and all(isinstance(v, dict) and set(v) == {"m", "n"} for v in value):
+        return ", ".join(f"{v['m']}×{v['n']}" for v in value)
+    return str(value)
+
+
+templates.env.filters["figure"] = figure
+
 router = APIRouter(prefix="/ui", include_in_schema=False, default_response_class=HTMLResponse, route_class=OrjsonRoute)
 
 PAGES = [("plan", "Plan"), ("serving", "Under load"), ("accuracy", "Measured vs predicted"), ("catalogue", "Catalogue")]

@@ -95,8 +95,10 @@ def test_catalogue_page_cites_every_figure(client: TestClient) -> None:
     cell = r"<code>memory\.device\.bandwidth_bytes_per_s</code></td><td[^>]*>([^<]+)</td>\s*<td>(.*?)</td>"
     row = re.search(cell, a100)
     assert row is not None
-    assert float(row.group(1)) == 2039e9
+    assert row.group(1) == "2.039e12"
     assert "Glenn Lockwood, A100 notes" in row.group(2) and "[GK-A100]" in row.group(2)
+    # Its tile candidates (the same file: 256×128 first, 64×64 last), as a person reads them.
+    assert '<td class="num">256×128, 128×256, 128×128, 128×64, 64×128, 64×64</td>' in a100
     # Every figure row names a source key.
     figures = re.findall(r"<small>\[([^\]]*)\]</small>", a100)
     assert figures and all(figures)

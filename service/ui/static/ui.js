@@ -122,6 +122,7 @@ function wire(form, show, headers) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     ui.clearErrors(form);
+    form.dataset.state = "working";
     const body = ui.collect(form);
     if (progress) progress.hidden = false;
     if (status) status.textContent = "Working…";
@@ -163,7 +164,18 @@ function el(tag, attrs, ...children) {
 
 function fmt(x, digits = 3) {
   if (x === null || x === undefined) return "—";
-  return Number(x).toPrecision(digits).replace(/\.?0+$/, "").replace(/\.?0+e/, "e");
+  const text = Number(x).toPrecision(digits);
+  if (text.includes("e")) return text.replace(/\.?0+e/, "e");
+  return text.includes(".") ? text.replace(/\.?0+$/, "") : text;
+}
+
+// Seconds with an SI prefix, for log axes that span decades (1e-5 → "10 µs").
+function seconds(v) {
+  if (v === null || v === undefined) return "";
+  for (const [scale, unit] of [[1, "s"], [1e-3, "ms"], [1e-6, "µs"], [1e-9, "ns"]]) {
+    if (Math.abs(v) >= scale * 0.9999) return `${fmt(v / scale)} ${unit}`;
+  }
+  return `${fmt(v)} s`;
 }
 
 function money(x) {
@@ -194,6 +206,11 @@ function codeBlock(title, text) {
     button.dataset.copied = done ? "true" : "false";
   });
   return el("div", { class: "code" }, el("div", { class: "code-head" }, el("span", { text: title }), button), pre);
+}
+
+function padded(u, min, max) {
+  const pad = (max - min) * 0.05 || Math.abs(max) * 0.05 || 1;
+  return [min - pad, max + pad];
 }
 
 function chart(target, opts, data) {
@@ -272,7 +289,8 @@ function drawFrontier(points, byLabel) {
   const plot = chart(
     document.getElementById("frontier-chart"),
     {
-      scales: { x: { time: false } },
+      // Padded, so that the end points sit inside the plot, where the pointer can reach them.
+      scales: { x: { time: false, range: padded }, y: { range: (u, min, max) => [0, max * 1.1 || 1] } },
       axes: [{ label: "output tokens/s per user" }, { label: "output tokens/s per device", size: 70 }],
       series: [
         { label: "per user" },
@@ -339,7 +357,6 @@ function showServing(doc) {
     batch: chart(document.getElementById("chart-batch"), opts("sequences", "decoding", "#1f6feb"), [t, series.map((p) => p.decoding)]),
     prefill: chart(document.getElementById("chart-prefill"), opts("tokens", "prefill tokens", "#bc4c00"), [t, series.map((p) => p.prefill_tokens)]),
     kv: chart(document.getElementById("chart-kv"), opts("fraction", "KV-cache use", "#8250df"), [t, series.map((p) => p.kv_cache_use)]),
-    step: chart(document.getElementById("chart-step"), opts("seconds", "iteration time", "#1a7f37"), [t, series.map((p) => p.duration_s)]),
   };
 }
 
@@ -355,13 +372,16 @@ function drawAccuracy() {
     target,
     {
       scales: { x: { time: false, distr: 3 }, y: { distr: 3 } },
-      axes: [{ label: "predicted (s)" }, { label: "measured (s)", size: 70 }],
+      axes: [
+        { label: "predicted", values: (u, splits) => splits.map(seconds) },
+        { label: "measured", size: 70, values: (u, splits) => splits.map(seconds) },
+      ],
       series: [
-        { label: "predicted" },
-        { label: "measured", stroke: "#1f6feb", paths: () => null, points: { show: true, size: 4, fill: "#1f6feb" } },
-        { label: "y = x", stroke: "#444", width: 1 },
-        { label: "interval low", stroke: "#bbb", width: 1, dash: [4, 4] },
-        { label: "interval high", stroke: "#bbb", width: 1, dash: [4, 4] },
+        { label: "predicted", value: (u, v) => seconds(v) },
+        { label: "measured", stroke: "#1f6feb", paths: () => null, points: { show: true, size: 7, fill: "#1f6feb" }, value: (u, v) => seconds(v) },
+        { label: "y = x", stroke: "#444", width: 1, points: { show: false } },
+        { label: "interval low", stroke: "#9ab", width: 1, dash: [4, 4], points: { show: false } },
+        { label: "interval high", stroke: "#9ab", width: 1, dash: [4, 4], points: { show: false } },
       ],
       bands: [{ series: [4, 3], fill: "rgba(31, 111, 235, 0.08)" }],
     },
@@ -387,16 +407,19 @@ function catalogueForm(form) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     ui.clearErrors(form);
+    form.dataset.state = "working";
     const text = form.querySelector("textarea").value;
     let body;
     try {
       body = JSON.parse(text);
     } catch (err) {
       slotFor(form, "body").textContent = `Not JSON: ${err.message}`;
+      form.dataset.state = "error";
       return;
     }
     if (body === null || typeof body !== "object" || Array.isArray(body)) {
       slotFor(form, "body").textContent = "The document must be a JSON object.";
+      form.dataset.state = "error";
       return;
     }
     Object.assign(body, ui.collect(form));
