@@ -96,14 +96,16 @@ def accuracy_page(session: Session, hardware_slug: str | None, family: str | Non
     points = accuracy.points(session, filters, SCATTER_POINTS)
     fitted, _ = calibrations.page(session, hardware_slug or None, 50, 0)
     measured = sorted({g.hardware for g in report.groups})
+    known = [slug for slug, _ in choices(session)["hardware"]]
     return {
         "report": report,
         "points": points,
         "calibrations": fitted,
-        "hardware_choices": [slug for slug, _ in choices(session)["hardware"]],
+        "hardware_choices": known,
         "measured_hardware": measured,
         "families": sorted({g.family for g in report.groups}),
         "selected_hardware": hardware_slug or "",
         "selected_family": family or "",
-        "roofline_hardware": hardware_slug or (measured[0] if measured else None),
+        # A profile's roofline when the page names one the catalogue has, else the first with results.
+        "roofline_hardware": hardware_slug if hardware_slug in known else (measured[0] if measured else None),
     }

@@ -131,6 +131,11 @@ def test_accuracy_page_shows_each_result_against_its_prediction(client: TestClie
     assert "<td>a100-sxm-80gb</td><td>elementwise</td><td>bf16</td><td>1e8–1e9 B</td>" in html
 
 
+def test_accuracy_page_for_a_profile_not_in_the_catalogue(client: TestClient) -> None:
+    html = client.get("/ui/accuracy", params={"hardware": "nope"}).text
+    assert 'id="accuracy-empty"' in html and "roofline-chart" not in html  # no chart that would answer 404
+
+
 def test_bad_query_is_a_422_naming_it(client: TestClient) -> None:
     response = client.get("/ui/accuracy", params={"hardware": "x" * 65})
     assert response.status_code == 422
