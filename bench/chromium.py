@@ -1,6 +1,6 @@
 """Headless Chromium driven over the DevTools protocol (the protocol Chromium itself serves: no other browser driver),
-for tests that use a page as a person does: type, press keys, move and click the mouse, read the clipboard, and take
-a screenshot."""
+to use a page as a person does: type, press keys, move and click the mouse, read the clipboard, take a screenshot.
+Used by `bench.ui_plan` and by tests/service/test_ui_browser.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from websockets.sync.client import ClientConnection, connect
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -49,7 +48,7 @@ class Page:
         return result["result"].get("value")
 
     def wait_for(self, expression: str, timeout_s: float = 120) -> Any:
-        """Wait until the expression is truthy (polled: the condition, never a fixed sleep)."""
+        """Wait until the expression is truthy (polled every 50 ms: the condition, never a fixed sleep)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             value = self.eval(expression)
@@ -104,7 +103,7 @@ class Page:
 def chromium() -> Iterator[Page]:
     """A fresh headless Chromium with no network but the test's server, and its first tab."""
     if not shutil.which(CHROMIUM):
-        pytest.fail("headless Chromium is required (Debian package `chromium`; scripts/test.sh installs it)")
+        raise RuntimeError("headless Chromium is required (Debian package `chromium`; scripts/test.sh installs it)")
     # Chromium's helper processes may still be leaving files in the profile as it is removed.
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
@@ -121,7 +120,7 @@ def chromium() -> Iterator[Page]:
             deadline = time.monotonic() + 60
             while not (active.exists() and active.read_text().count("\n") >= 1):
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"Chromium did not start (exit {proc.poll()})")
+                    raise RuntimeError(f"Chromium did not start (exit {proc.poll()})")
                 time.sleep(0.05)
             port = active.read_text().splitlines()[0]
             tabs = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
