@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from tests.service.test_accuracy_and_charts import PREDICTED
 from tests.service.test_benchmarks import elementwise, keys, run_body, upload
+from tests.service.test_calibrations import calibrate, upload_planted
 
 __all__ = ["keys"]
 
@@ -129,6 +130,30 @@ def test_accuracy_page_shows_each_result_against_its_prediction(client: TestClie
     assert f"median\n  error {100 * median:.1f} % raw" in html
     assert 'src="/v1/roofline/a100-sxm-80gb.svg?dtype=bf16"' in html
     assert "<td>a100-sxm-80gb</td><td>elementwise</td><td>bf16</td><td>1e8–1e9 B</td>" in html
+
+
+@pytest.mark.databases  # reads stored results and calibrations
+def test_accuracy_page_shows_what_a_calibration_changed(client: TestClient, keys: dict[str, str]) -> None:
+    # tests/service/test_calibrations.py: 60 elementwise ops timed at 4 µs + 1.25 × the modelled work; a fit on 45 of
+    # them recovers that exactly, so the 15 held out go from too fast (the raw model) to 0.0 % error.
+    upload_planted(client, keys["upload"])
+    fitted = calibrate(client, keys["admin"], op_families=["elementwise"], holdout_fraction=0.25, seed=7)
+    assert fitted.status_code == 201, fitted.text
+    cal = fitted.json()
+    html = client.get("/ui/accuracy", params={"hardware": "a100-sxm-80gb"}).text
+    row = re.search(
+        rf"<tr><td>{cal['id']}</td><td>a100-sxm-80gb</td><td>1</td><td>elementwise</td>(.*?)</tr>", html, re.S
+    )
+    assert row is not None
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row.group(1))
+    before = f"{100 * cal['before']['median_ape']:.1f} %"
+    assert cells[:3] == ["15", before, "0.0 %"]
+    # Raw: (2.5 µs + w) / (4 µs + 1.25 w) − 1, from −37.5 % (w → 0) to −20 % (w → ∞) on every op.
+    assert 20 <= float(before.split()[0]) <= 37.5
+    blob = re.search(r'<script type="application/json" id="accuracy-points">(.*?)</script>', html, re.S)
+    assert blob is not None
+    for p in json.loads(blob.group(1)):  # each result's calibrated prediction is its planted (measured) time
+        assert p["calibrated_s"] == pytest.approx(p["measured_s"], rel=1e-6)
 
 
 def test_accuracy_page_for_a_profile_not_in_the_catalogue(client: TestClient) -> None:
