@@ -68,6 +68,17 @@ def test_plan_page(live_server: LiveServer, tmp_path: Path) -> None:
         assert page.eval("document.activeElement.id") == "f-traffic-requests_per_s"  # focus moved to the field
 
         page.type_into("#f-traffic-requests_per_s", "20")
+        # Disaggregated deployments too: 4 profiles × (4 tensor widths + 4² pool pairs × 3 ratios) × 5 max_num_seqs ×
+        # 2 token budgets = 2080 candidates, over the 1500 allowed: the error lands beside the search group.
+        page.click("#mode-disaggregated")
+        page.click("#plan-form button[type=submit]")
+        assert _submitted(page, "plan-form") == "error"
+        assert "the search has 2080 candidates" in page.eval(
+            "document.querySelector('[data-error-for=\"search\"]').textContent"
+        )
+        assert page.eval("document.querySelector('[data-error-for=\"traffic.requests_per_s\"]').textContent") == ""
+        page.click("#mode-disaggregated")
+        page.focus("#f-traffic-requests_per_s")
         page.press_enter()
         assert _submitted(page, "plan-form") == "done"
         # The page says how long the plan took (python -m bench.ui_plan measures it).
@@ -140,7 +151,7 @@ def test_serving_page(live_server: LiveServer, tmp_path: Path) -> None:
         page.click("#serving-form button[type=submit]")
         assert _submitted(page, "serving-form") == "done"
         body = _form_body(page, "serving-form")
-        assert body["series"] is True and body["load"]["rate_per_s"] == 8
+        assert body["series"] is True and body["load"]["rate_per_s"] == 8 and "concurrency" not in body["load"]
         answer = httpx.post(f"{live_server.url}/v1/estimate/serving", json=body, timeout=120).json()
         series = answer["series"]
         assert series
@@ -157,6 +168,16 @@ def test_serving_page(live_server: LiveServer, tmp_path: Path) -> None:
         assert float(rows[0][3]) == pytest.approx(answer["ttft_s"]["p90"], rel=1e-2)  # three significant digits
         page.eval("window.scrollTo(0, 0)")
         page.screenshot(_shots(tmp_path) / "serving.png")
+
+        # A closed loop instead: the form sends the clients and no rate.
+        page.click("#load-closed")
+        page.click("#serving-form button[type=submit]")
+        assert _submitted(page, "serving-form") == "done"
+        closed = _form_body(page, "serving-form")["load"]
+        assert closed == {"concurrency": 32, "requests": 400, "prompt_tokens": {"value": 1024},
+                          "output_tokens": {"value": 256}}  # fmt: skip
+        # At most 32 requests in the system, so at most 32 sequences decoding at once.
+        assert 0 < max(page.eval("ridgeline.serving.batch.data[1]")) <= 32
 
 
 def test_accuracy_page(live_server: LiveServer, tmp_path: Path) -> None:

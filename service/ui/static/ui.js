@@ -18,6 +18,15 @@ function setPath(body, path, value) {
   at[parts[parts.length - 1]] = value;
 }
 
+function getPath(body, path) {
+  let at = body;
+  for (const part of path.split(".")) {
+    if (at === undefined || at === null) return undefined;
+    at = at[part];
+  }
+  return at;
+}
+
 function readValue(el) {
   const raw = el.value.trim();
   switch (el.dataset.kind) {
@@ -38,10 +47,11 @@ ui.collect = function collect(form) {
   const body = {};
   for (const el of form.querySelectorAll("[data-path]")) {
     if (!active(el)) continue;
-    if (el.dataset.kind === "list") {
+    if (el.dataset.kind === "list" || el.dataset.kind === "json-list") {
+      // Checkboxes that add their value (a string, or a JSON object) to a list at their path.
       if (el.checked) {
-        const list = body[el.dataset.path] || [];
-        list.push(el.value);
+        const list = getPath(body, el.dataset.path) || [];
+        list.push(el.dataset.kind === "list" ? el.value : JSON.parse(el.value));
         setPath(body, el.dataset.path, list);
       }
       continue;
@@ -115,8 +125,17 @@ ui.api = async function api(method, path, body, headers) {
   return { status: response.status, ok: response.ok, doc };
 };
 
+// Fields that go with a choice (data-when) are dimmed while it is not made: they are not sent.
+function refreshWhen(form) {
+  for (const el of form.querySelectorAll("[data-when]")) {
+    (el.closest(".field") || el).classList.toggle("inactive", !active(el));
+  }
+}
+
 // Submit a form to its endpoint; `show` renders a 2xx answer. Errors go beside their fields.
 function wire(form, show, headers) {
+  refreshWhen(form);
+  form.addEventListener("change", () => refreshWhen(form));
   const progress = form.querySelector("progress");
   const status = form.querySelector('[role="status"]');
   form.addEventListener("submit", async (event) => {
