@@ -16,6 +16,7 @@ import pytest
 from bench.chromium import Page, chromium
 from service import auth
 from service.db import make_engine, make_sessionmaker
+from service.examples import TRACE_UPLOAD_EXAMPLES
 from tests.conftest import LiveServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]  # headless Chromium and a server process
@@ -143,6 +144,33 @@ def test_plan_page(live_server: LiveServer, tmp_path: Path) -> None:
         assert page.eval("navigator.clipboard.readText()") == expected["export"]["vllm"][0]["command"]
         page.eval("window.scrollTo(0, 0)")
         page.screenshot(_shots(tmp_path) / "plan.png")
+
+
+def test_plan_page_with_an_uploaded_trace(live_server: LiveServer, tmp_path: Path) -> None:
+    key = _key(live_server, tmp_path, auth.Scope.upload)
+    chat = TRACE_UPLOAD_EXAMPLES["application/json"]["chat-burst"]["value"]  # 4 requests, prompts 377-2048 tokens
+    stored = httpx.post(f"{live_server.url}/v1/traces", json=chat, headers={"Authorization": f"Bearer {key}"})
+    assert stored.status_code == 201, stored.text
+    trace_id = stored.json()["id"]
+    with chromium() as page:
+        page.goto(f"{live_server.url}/ui/plan")
+        page.click("#traffic-trace")
+        # The lengths go with the other choice: dimmed, and not sent.
+        assert page.eval("document.getElementById('f-traffic-prompt_tokens').closest('.field').className") == (
+            "field inactive"
+        )
+        page.type_into("#f-traffic-trace_id", trace_id)
+        page.press_enter()
+        assert _submitted(page, "plan-form") == "done"
+        body = _form_body(page, "plan-form")
+        assert body["traffic"] == {"requests_per_s": 20, "trace_id": trace_id}  # the trace scaled to 20 requests/s
+        answer = httpx.post(f"{live_server.url}/v1/plan", json=body, timeout=120).json()
+        shown = answer["feasible"] or answer["closest"]
+        labels = page.eval("[...document.querySelectorAll('#fleets tbody tr')].map(r => r.dataset.label)")
+        assert labels == [c["label"] for c in shown]
+        assert page.eval("document.getElementById('plan-summary').textContent").startswith(
+            "llama-3-70b at 20 requests/s, p90:"
+        )
 
 
 def test_serving_page(live_server: LiveServer, tmp_path: Path) -> None:
