@@ -234,6 +234,16 @@ def test_accuracy_page(live_server: LiveServer, tmp_path: Path) -> None:
         assert data[3] == pytest.approx([p["predicted_s"] * p["low"] for p in points])
         inside = sum(p["predicted_s"] * p["low"] <= p["measured_s"] <= p["predicted_s"] * p["high"] for p in points)
         assert page.eval("document.getElementById('accuracy-inside').textContent").startswith(f"{inside} of 6 ")
+        # Hover the largest prediction (the 8192³ matmul, sorted last): its result is named.
+        page.eval("ridgeline.accuracy.plot.over.scrollIntoView({block: 'center'})")
+        x, y = page.eval(
+            "(({plot}) => { const r = plot.over.getBoundingClientRect(); const i = plot.data[0].length - 1;"
+            " return [r.left + plot.valToPos(plot.data[0][i], 'x'), r.top + plot.valToPos(plot.data[1][i], 'y')]; })"
+            "(ridgeline.accuracy)"
+        )
+        page.mouse(x, y)
+        hovered = page.eval("document.getElementById('accuracy-hover').textContent")
+        assert "a100-sxm-80gb matmul bf16, measured 4.3 ms" in hovered, hovered
         page.wait_for("(i => i.complete && i.naturalWidth > 0)(document.getElementById('roofline-chart'))")
         page.screenshot(_shots(tmp_path) / "accuracy.png")
 

@@ -386,6 +386,7 @@ function drawAccuracy() {
   const target = document.getElementById("accuracy-chart");
   if (!data.length) return;
   const pts = [...data].sort((a, b) => a.predicted_s - b.predicted_s);
+  const hover = document.getElementById("accuracy-hover");
   const x = pts.map((p) => p.predicted_s);
   const plot = chart(
     target,
@@ -398,11 +399,25 @@ function drawAccuracy() {
       series: [
         { label: "predicted", value: (u, v) => seconds(v) },
         { label: "measured", stroke: "#1f6feb", paths: () => null, points: { show: true, size: 7, fill: "#1f6feb" }, value: (u, v) => seconds(v) },
-        { label: "y = x", stroke: "#444", width: 1, points: { show: false } },
-        { label: "interval low", stroke: "#9ab", width: 1, dash: [4, 4], points: { show: false } },
-        { label: "interval high", stroke: "#9ab", width: 1, dash: [4, 4], points: { show: false } },
+        { label: "y = x", stroke: "#444", width: 1, points: { show: false }, value: (u, v) => seconds(v) },
+        { label: "interval low", stroke: "#9ab", width: 1, dash: [4, 4], points: { show: false }, value: (u, v) => seconds(v) },
+        { label: "interval high", stroke: "#9ab", width: 1, dash: [4, 4], points: { show: false }, value: (u, v) => seconds(v) },
       ],
       bands: [{ series: [4, 3], fill: "rgba(31, 111, 235, 0.08)" }],
+      hooks: {
+        setCursor: [
+          (u) => {
+            const i = u.cursor.idx;
+            const p = i === null || i === undefined ? null : pts[i];
+            hover.textContent = p
+              ? `result ${p.id}: ${p.hardware} ${p.family} ${p.dtype}, measured ${seconds(p.measured_s)}, ` +
+                `predicted ${seconds(p.predicted_s)} (${fmt(p.measured_s / p.predicted_s)}×; band ` +
+                `${fmt(p.low)}-${fmt(p.high)}× from ${p.band})` +
+                (p.calibrated_s === null ? "" : `, calibrated ${seconds(p.calibrated_s)}`)
+              : "";
+          },
+        ],
+      },
     },
     [x, pts.map((p) => p.measured_s), x, pts.map((p) => p.predicted_s * p.low), pts.map((p) => p.predicted_s * p.high)],
   );
