@@ -37,6 +37,8 @@ from service.system.router import router as system_router
 from service.timeouts import install_timeouts
 from service.traces.router import router as traces_router
 from service.training.router import router as training_router
+from service.ui.router import STATIC_DIR as UI_STATIC_DIR
+from service.ui.router import router as ui_router
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -131,6 +133,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.include_router(router, dependencies=[Depends(viewer)], responses=READ_RESPONSES)
         else:
             app.include_router(router)
+    # The planner's pages (HTML, after the API: no estimate route waits behind them), gated as the API's reads are.
+    if gated:
+        app.include_router(ui_router, dependencies=[Depends(viewer)])
+    else:
+        app.include_router(ui_router)
+    app.mount("/ui/static", _StaticFiles(directory=UI_STATIC_DIR), name="ui-static")
     app.mount("/static", _StaticFiles(directory=STATIC_DIR), name="static")
     return app
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
 import adapters
+from roofline import intervals
 from schemas.calibrations import AccuracyCase, AccuracyGroup, AccuracyRead
 from service.results.repository import ResultColumns, ResultRepository, RunFilters
 
@@ -77,3 +79,38 @@ def report(session: Session, filters: RunFilters, worst: int) -> AccuracyRead:
         groups=out,
         worst=_cases(data, list(range(len(measured))), signed, max(worst, 10)),
     )
+
+
+def _band_family(kind: str, dtype: str, op: dict[str, Any]) -> str:
+    """The interval family of a stored op (`adapters.interval_family` on its parsed form): attention by whether it
+    decodes one query, a matmul by its quantisation and input type."""
+    if kind == "attention":
+        return intervals.family(kind, decode=op.get("q_len") == 1)
+    return intervals.family(kind, dtype, str(op.get("quantization", "none")))
+
+
+def points(session: Session, filters: RunFilters, limit: int) -> list[dict[str, Any]]:
+    """Up to `limit` results (in id order) as measured, raw and calibrated predicted seconds, with the shipped
+    prediction interval of the op's family over every regime (`family/*`: where measured times fall for 80 % of the
+    validation's ops, docs/model/intervals.md) as `low` and `high` multipliers of the prediction."""
+    data = ResultRepository(session).columns(filters, None)
+    table = adapters.interval_table()
+    out = []
+    for i in range(min(len(data.id), limit)):
+        family = _band_family(data.op_kind[i], data.dtype[i], data.op[i])
+        key, band = table.band(family, intervals.ANY)
+        out.append(
+            {
+                "id": data.id[i],
+                "hardware": data.hardware[i],
+                "family": data.op_kind[i],
+                "dtype": data.dtype[i],
+                "measured_s": data.median_s[i],
+                "predicted_s": data.predicted_s[i],
+                "calibrated_s": data.calibrated_s[i],
+                "band": key,
+                "low": band.low,
+                "high": band.high,
+            }
+        )
+    return out

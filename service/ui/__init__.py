@@ -1,0 +1,1 @@
+"""The planner's web pages (`/ui`): server-rendered over the feature services, with vendored uPlot."""
