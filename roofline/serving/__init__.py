@@ -15,7 +15,15 @@ speculative decoding; Little (1961) for L = λW.
 
 from __future__ import annotations
 
-from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError, Speculation
+from roofline.serving._config import (
+    KV_POLICIES,
+    ROUTERS,
+    SCHEDULERS,
+    Requests,
+    Scheduler,
+    ServingConfigError,
+    Speculation,
+)
 from roofline.serving._deploy import (
     EngineSpec,
     PoolMemory,
@@ -40,13 +48,16 @@ from roofline.serving._plan import (
     plan_serving,
     size,
 )
+from roofline.serving._prefix import CacheStats, replay
 from roofline.serving._results import Distribution, Objectives, ServingBand, ServingEstimate, band_factors, summarise
 from roofline.serving._simulator import Pool, Trace, loops, simulate
 from roofline.serving._surface import IterationSurface
 
 __all__ = [
     "KV_POLICIES",
+    "ROUTERS",
     "SCHEDULERS",
+    "CacheStats",
     "Check",
     "Deployment",
     "Distribution",
@@ -79,6 +90,7 @@ __all__ = [
     "plan_serving",
     "pool_memory",
     "prepare",
+    "replay",
     "simulate",
     "size",
 ]

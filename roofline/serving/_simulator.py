@@ -14,9 +14,11 @@ import numpy as np
 
 from roofline.serving._config import IntArray, Requests, Scheduler
 from roofline.serving._engine import INF, Engine
+from roofline.serving._prefix import CacheStats, cache_stats
 from roofline.serving._surface import IterationSurface
 
 ARRIVE, END, HANDOFF = 0, 1, 2
+CACHE_THRESHOLD = 0.5  # SGLang router's default cache_threshold (sgl-router, cache-aware policy)
 # The time-weighted sums of a `Trace` (loops that run apart add theirs).
 SUMS = (
     "busy_s", "batch_s", "kv_s", "prefill_s", "mixed_s", "mixed_tokens_s", "mixed_decoding_s", "mixed_context_s",
@@ -60,6 +62,7 @@ class Trace:
     decode_s: float = 0.0
     decode_decoding_s: float = 0.0
     decode_context_s: float = 0.0
+    caches: list[CacheStats] | None = None  # prefix caching: per engine of the front pool
 
 
 class Simulation:
@@ -72,9 +75,18 @@ class Simulation:
         decode_pool: Pool | None,
         transfer_s: Callable[[int], float] | None,
         series: bool,
+        router: str | None = None,
     ) -> None:
         n = requests.count
         self.requests = requests
+        # sharing: the requests' block-hash chains (made on first use), the turn that follows each request
+        self.hash_block = requests.hash_block if requests.hashes is not None else 0
+        self.chains: dict[int, list[int]] = {}
+        self.next_turn: dict[int, int] = {}
+        if requests.after is not None:
+            follows = np.flatnonzero(requests.after >= 0)
+            self.next_turn = dict(zip(requests.after[follows].tolist(), follows.tolist(), strict=True))
+        self.router, self.turn = router, 0  # None: the least loaded engine
         self.prompt: list[int] = requests.prompt.tolist()
         self.original = list(self.prompt)
         self.output: list[int] = requests.output.tolist()
@@ -129,6 +141,20 @@ class Simulation:
         self.trace.end[rid] = now
         if self.requests.concurrency and self.pending:
             self.push(now, ARRIVE, self.pending.popleft())
+        nxt = self.next_turn.get(rid, -1)
+        if nxt >= 0:  # the session's next turn: its think time after this one ends, never before its own arrival
+            req = self.requests
+            think = 0.0 if req.think_s is None else float(req.think_s[nxt])
+            floor = 0.0 if req.arrival_s is None else float(req.arrival_s[nxt])
+            self.push(max(now + think, floor), ARRIVE, nxt)
+
+    def chain(self, rid: int) -> list[int]:
+        chain = self.chains.get(rid)
+        if chain is None:
+            req = self.requests
+            assert req.hashes is not None and req.hash_starts is not None
+            chain = self.chains[rid] = req.hashes[req.hash_starts[rid] : req.hash_starts[rid + 1]].tolist()
+        return chain
 
     def handoff(self, rid: int, now: float) -> None:
         assert self.transfer is not None
@@ -173,6 +199,9 @@ class Simulation:
             assert req.arrival_s is not None
             arrival = req.arrival_s.tolist()
             ids = sorted(range(len(arrival)), key=arrival.__getitem__)  # stable: equal times keep their order
+            if req.after is not None:  # a session's later turns arrive when the turn before ends
+                after = req.after.tolist()
+                ids = [i for i in ids if after[i] < 0]
             times = [arrival[i] for i in ids]
         events, trace, engines = self.events, self.trace, self.engines
         count, at = len(ids), 0
@@ -191,7 +220,7 @@ class Simulation:
             else:
                 if kind == ARRIVE:
                     trace.arrival[a] = now
-                target = self._route(1 if kind == HANDOFF else 0)
+                target = self._route(1 if kind == HANDOFF else 0, a)
                 target.waiting.append(a)
                 self._moved(target)
                 if not target.busy:
@@ -205,6 +234,8 @@ class Simulation:
                             self._start(engine, now, horizon)
                     idle.clear()
         self.trace.preemptions = self.preemptions
+        if any(e.cache is not None for e in self.front):
+            self.trace.caches = [cache_stats(e.cache) for e in self.front]
         return self.trace
 
     def _start(self, engine: Engine, now: float, horizon: float) -> None:
@@ -226,14 +257,42 @@ class Simulation:
         if len((self.front, self.back)[pool]) > 1:
             heapq.heappush(self.loads[pool], (self._load(engine), at))
 
-    def _route(self, pool: int) -> Engine:
-        """The least loaded engine of the front (0) or back (1) pool: fewest requests held, the first of equals."""
+    def _route(self, pool: int, rid: int) -> Engine:
+        """The least loaded engine of the front (0) or back (1) pool: fewest requests held, the first of equals;
+        the front pool's `router` may say otherwise (round robin, prefix aware)."""
         engines, heap = (self.front, self.back)[pool], self.loads[pool]
         if len(engines) == 1:
             return engines[0]
+        if pool == 0 and self.router == "round_robin":
+            self.turn += 1
+            return engines[(self.turn - 1) % len(engines)]
+        if pool == 0 and self.router == "prefix_aware" and self.hash_block:
+            best = self._prefix_route(rid)
+            if best is not None:
+                return best
         while self._load(engines[heap[0][1]]) != heap[0][0]:
             heapq.heappop(heap)
         return engines[heap[0][1]]
+
+    def _prefix_route(self, rid: int) -> Engine | None:
+        """The engine whose cache holds the longest prefix of the request's chain, unless its load exceeds the
+        least loaded engine's by more than the scheduler's `router_threshold` (SGLang router's cache-aware policy,
+        sgl-router/src/policies/cache_aware.rs, `balance_abs_threshold` 32; llm-d's prefix-cache scorer weighs the
+        same match against load). None: no engine holds more than `CACHE_THRESHOLD` of its prompt (SGLang's
+        `cache_threshold`), or the loads are out of balance."""
+        chain, prompt = self.chain(rid), self.prompt[rid]
+        best, best_k, best_load, low = None, 0, 0, None
+        for e in self.front:
+            load = self._load(e)
+            low = load if low is None or load < low else low
+            k = e.cache.device_prefix(chain, prompt) if e.cache is not None else 0
+            if k > best_k or (k == best_k and best is not None and load < best_load):
+                best, best_k, best_load = e, k, load
+        if best is None or best_k * self.hash_block <= CACHE_THRESHOLD * prompt or low is None:
+            return None
+        if best_load - low > best.sched.router_threshold:
+            return None
+        return best
 
 
 @dataclass(frozen=True)
@@ -273,10 +332,18 @@ def _shares(requests: Requests, engines: int) -> _Shares:
     return _Shares(ids, held.sum(axis=1), clients, rank[group.ravel()], first[order])
 
 
+def shared(requests: Requests, pool: Pool) -> bool:
+    """Whether aggregated engines run in one loop: when a router other than round robin spreads the requests, when
+    requests share cached prefixes, or when sessions' turns follow each other."""
+    sched = pool.scheduler
+    caching = sched.prefix_caching and requests.hashes is not None
+    return pool.engines > 1 and (sched.router != "round_robin" or caching or requests.after is not None)
+
+
 def loops(requests: Requests, pool: Pool, decode_pool: Pool | None = None) -> int:
     """Event loops `simulate` runs: one when disaggregated (or on one engine), else one per distinct share of the
     requests among the aggregated engines (`simulate`): never more than the requests, whatever the engines."""
-    if decode_pool is not None or pool.engines == 1:
+    if decode_pool is not None or pool.engines == 1 or shared(requests, pool):
         return 1
     return int(_shares(requests, pool.engines).first.size)
 
@@ -295,7 +362,10 @@ def simulate(
     times moved by each engine's first arrival (closed loops all start at 0 and take its times as they are; an open
     loop's to rounding); engines without a request run nothing (`loops`)."""
     if decode_pool is not None or pool.engines == 1:
-        return Simulation(requests, pool, decode_pool, transfer_s, series).run()
+        router = pool.scheduler.router if pool.scheduler.router != "round_robin" else None
+        return Simulation(requests, pool, decode_pool, transfer_s, series, router).run()
+    if shared(requests, pool):  # the engines' caches and the sessions' turns tie their loops together
+        return Simulation(requests, pool, None, None, series, pool.scheduler.router).run()
     single = Pool(pool.surface, pool.scheduler, 1, pool.launch_s)
     shares = _shares(requests, pool.engines)
     times = np.full((4, requests.count), math.nan)  # arrival, admit, first token, end

@@ -1,0 +1,95 @@
+"""Loads that share their prompts' prefixes: a prefix common to every request or to each of several groups (with a
+popularity), and multi-turn sessions whose every turn's prompt is the session's history (prompts and answers so
+far) and new tokens. Each request's prompt gets its chain of block hashes (`Requests.hashes`): equal hashes at a
+position are the same tokens and everything before them, as the engines' block hashes are (vLLM
+vllm/v1/core/kv_cache_utils.py `hash_block_tokens`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline.serving._config import FloatArray, IntArray, Requests, ServingConfigError
+
+POPULARITIES = ("uniform", "zipf")
+
+
+def group_of(rng: np.random.Generator, count: int, groups: int, popularity: str = "uniform",
+             exponent: float = 1.0) -> IntArray:  # fmt: skip
+    """Each request's group, 0 … groups − 1: uniform, or Zipf (group k, 1-based, chosen with probability ∝ k^−s,
+    s = `exponent`: the rank-frequency law of Zipf 1949, as prompt and document popularity is usually modelled)."""
+    if groups == 1:
+        return np.zeros(count, dtype=np.int64)
+    if popularity == "uniform":
+        out: IntArray = rng.integers(0, groups, size=count).astype(np.int64)
+        return out
+    if popularity != "zipf":
+        raise ServingConfigError("load.prefix_groups.popularity", f"one of {', '.join(POPULARITIES)}")
+    weights = np.arange(1, groups + 1, dtype=np.float64) ** -exponent
+    picked: IntArray = rng.choice(groups, size=count, p=weights / weights.sum()).astype(np.int64)
+    return picked
+
+
+def sharing(new: IntArray, output: IntArray, block: int, prefix_tokens: int = 0, group: IntArray | None = None,
+            previous: IntArray | None = None) -> tuple[IntArray, IntArray, IntArray]:  # fmt: skip
+    """Prompts and hash chains of requests that share: request i's prompt is its group's prefix of `prefix_tokens`
+    (group 0 when `group` is None) and `new[i]` tokens, or, when `previous[i]` ≥ 0 (an earlier request: the turn
+    before it in its session), the whole sequence of that request (its prompt and answer) and `new[i]` tokens.
+    Returns (prompt, hashes, starts) as `Requests` holds them, in blocks of `block` tokens; a request that another
+    follows carries its answer's full blocks too, so that the next turn reuses them."""
+    n = new.size
+    groups = int(group.max()) + 1 if group is not None and n else 1
+    head = prefix_tokens // block  # full blocks of a group's prefix
+    prefixes = np.arange(groups * head, dtype=np.int64).reshape(groups, head)
+    followed = np.zeros(n, dtype=bool)
+    if previous is not None:
+        followed[previous[previous >= 0]] = True
+    prompt = np.empty(n, dtype=np.int64)
+    chains: list[IntArray] = []
+    fresh = groups * head  # the next hash not yet used
+    new_l, out_l = new.tolist(), output.tolist()
+    prev_l = previous.tolist() if previous is not None else [-1] * n
+    group_l = group.tolist() if group is not None else [0] * n
+    for i in range(n):
+        p = prev_l[i]
+        if p >= 0:
+            base = chains[p]
+            prompt[i] = int(prompt[p]) + out_l[p] + new_l[i]
+        else:
+            base = prefixes[group_l[i]]
+            prompt[i] = prefix_tokens + new_l[i]
+        blocks = (int(prompt[i]) + (out_l[i] if followed[i] else 0)) // block
+        extra = blocks - base.size
+        chains.append(np.concatenate([base, np.arange(fresh, fresh + extra, dtype=np.int64)]) if extra > 0 else base)
+        fresh += max(extra, 0)
+    starts = np.zeros(n + 1, dtype=np.int64)
+    starts[1:] = np.cumsum([c.size for c in chains])
+    hashes = np.concatenate(chains) if chains else np.zeros(0, dtype=np.int64)
+    return prompt, hashes.astype(np.int64), starts
+
+
+def sessions(rng: np.random.Generator, turns: IntArray, count: int) -> tuple[IntArray, IntArray]:
+    """`count` requests as turns of sessions of `turns[s]` turns each (in order, the last cut short): each
+    request's session and the request before it in its session (−1 for a first turn)."""
+    ends = np.cumsum(turns)
+    sessions_needed = int(np.searchsorted(ends, count, side="left")) + 1
+    session = np.repeat(np.arange(sessions_needed), turns[:sessions_needed])[:count].astype(np.int64)
+    first = np.ones(count, dtype=bool)
+    first[1:] = session[1:] != session[:-1]
+    previous = np.where(first, -1, np.arange(count) - 1).astype(np.int64)
+    return session, previous
+
+
+def with_sharing(requests: Requests, hashes: IntArray, starts: IntArray, block: int,
+                 after: IntArray | None = None, think_s: FloatArray | None = None) -> Requests:  # fmt: skip
+    """`requests` with their hash chains (and sessions' order), checked: no chain longer than its request's full
+    blocks (prompt and answer)."""
+    lengths = np.diff(starts)
+    bad = np.flatnonzero(lengths > (requests.prompt + requests.output) // block)
+    if bad.size:
+        i = int(bad[0])
+        raise ServingConfigError(
+            f"load.trace.{i}.prefix_hashes", f"{int(lengths[i])} block hashes for a request of "
+            f"{int(requests.prompt[i] + requests.output[i])} tokens in blocks of {block}",
+        )  # fmt: skip
+    return Requests(requests.prompt, requests.output, requests.arrival_s, requests.concurrency, hashes, starts, block,
+                    after, think_s)  # fmt: skip
