@@ -85,11 +85,14 @@ class Scheduler:
     iteration_overhead_s: float = 0.0
     speculation: Speculation | None = None
     # Prefix caching (`roofline.serving._prefix`): blocks named by their prefix stay cached after their request ends
-    # (vLLM --enable-prefix-caching, SGLang's radix cache, TensorRT-LLM enable_block_reuse); `host_cache_blocks`
-    # engine blocks of host memory behind them, a block coming back in `host_s_per_token` per token (the profile's
-    # host link); `router`: how requests are spread over the replicas (`ROUTERS`), `router_threshold` the load
+    # (vLLM --enable-prefix-caching, SGLang's radix cache, TensorRT-LLM enable_block_reuse); `host_cache_bytes` of
+    # host memory per device behind them, reached over a host link of `host_link_bytes_per_s` per direction
+    # (`prepare` turns them into `host_cache_blocks` engine blocks and `host_s_per_token`, a token's KV per device
+    # over the link); `router`: how requests are spread over the replicas (`ROUTERS`), `router_threshold` the load
     # difference past which `prefix_aware` sends a request to the least loaded replica instead.
     prefix_caching: bool = False
+    host_cache_bytes: float = 0.0
+    host_link_bytes_per_s: float = 0.0
     host_cache_blocks: int = 0
     host_s_per_token: float = 0.0
     router: str = "round_robin"

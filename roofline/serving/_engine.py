@@ -79,7 +79,7 @@ class Engine:
             if sched.prefix_caching and sim.hash_block and role != "decode"
             else None
         )
-        self.probe = (-1, 0, 0)  # (request, device hits, host hits) of the last admission check
+        self.probe = (-1, 0, 0, 0)  # (request, device hits, host hits, hits in the free queue) of the last check
 
     # -- KV cache ------------------------------------------------------------------------------------------------
 
@@ -92,10 +92,9 @@ class Engine:
             need = self.blocks(sim.reserve[rid])
             if self.cache is None:
                 return need <= self.free_blocks
-            k = self._match(rid, True)[0]
+            k, _, queued = self._match(rid, True)
             # its hits already held by running requests are shared; the free queue's hits leave it
-            free = self.free_blocks - self.cache.evictable_hits(sim.chain(rid), k) * self.cache.unit
-            return need - k * self.cache.unit <= free
+            return need - k * self.cache.unit <= self.free_blocks - queued * self.cache.unit
         if self.cache is not None:
             self._match(rid, True)
         used = self._used_tokens()
@@ -106,26 +105,25 @@ class Engine:
         """On demand: tokens the pool holds, half a block of rounding per sequence."""
         return self.context + self.held + (self.decoding + len(self.prefilling)) * self.block / 2.0
 
-    def _match(self, rid: int, fresh: bool = False) -> tuple[int, int]:
+    def _match(self, rid: int, fresh: bool = False) -> tuple[int, int, int]:
         """Cached blocks (device, then host) a waiting request would reuse, kept from its admission check."""
         assert self.cache is not None
         if fresh or self.probe[0] != rid:
-            k, k2 = self.cache.match(self.sim.chain(rid), self.sim.prompt[rid])
-            self.probe = (rid, k, k2)
-        return self.probe[1], self.probe[2]
+            self.probe = (rid, *self.cache.match(self.sim.chain(rid), self.sim.prompt[rid]))
+        return self.probe[1], self.probe[2], self.probe[3]
 
     def cached_tokens(self, rid: int) -> int:
         """Prompt tokens the cache would serve a waiting request (after its admission check)."""
         if self.cache is None:
             return 0
-        k, k2 = self._match(rid)
+        k, k2, _ = self._match(rid)
         return (k + k2) * self.cache.tokens
 
     def take(self, rid: int) -> None:
         sim, cache = self.sim, self.cache
         if cache is not None:
-            k, k2 = self._match(rid)
-            self.probe = (-1, 0, 0)
+            k, k2, _ = self._match(rid)
+            self.probe = (-1, 0, 0, 0)
             blocks = self.blocks(sim.reserve[rid] if self.sched.kv_policy == "reserve" else sim.prompt[rid])
             taken = cache.take(rid, sim.chain(rid), sim.prompt[rid], k, k2, blocks)
             sim.done[rid] = (k + k2) * cache.tokens

@@ -26,7 +26,7 @@ class PrefixCache:
         self.tokens = tokens
         self.unit = -(-tokens // block_size)
         self.refs: dict[int, int] = {}  # on device, held by running requests: how many
-        self.free: dict[int, None] = {}  # on device, held by none: the free queue's cached blocks, oldest first
+        self.free: OrderedDict[int, None] = OrderedDict()  # on device, held by none: the free queue, oldest first
         self.host: OrderedDict[int, None] = OrderedDict()
         self.host_cap = host_blocks // self.unit
         self.held: dict[int, list[int]] = {}  # request → cached blocks it holds, in chain order
@@ -42,23 +42,25 @@ class PrefixCache:
         self.evictions = 0  # device blocks evicted (to the host tier when there is one)
         self.host_s = 0.0  # seconds spent bringing blocks back from the host
 
-    def match(self, chain: list[int], prompt: int) -> tuple[int, int]:
-        """Blocks of `chain` reusable for a prompt of `prompt` tokens: the longest prefix on the device, then the
-        longest continuation of it in the host tier."""
+    def match(self, chain: list[int], prompt: int) -> tuple[int, int, int]:
+        """Blocks of `chain` reusable for a prompt of `prompt` tokens: the longest prefix on the device, the longest
+        continuation of it in the host tier, and how many of the device's are in the free queue (their engine
+        blocks count as free)."""
         limit = min(len(chain), (prompt - 1) // self.tokens)
         refs, free, host = self.refs, self.free, self.host
-        k = 0
-        while k < limit and (chain[k] in refs or chain[k] in free):
+        k = queued = 0
+        while k < limit:
+            h = chain[k]
+            if h in free:
+                queued += 1
+            elif h not in refs:
+                break
             k += 1
         j = k
-        while j < limit and chain[j] in host:
-            j += 1
-        return k, j - k
-
-    def evictable_hits(self, chain: list[int], k: int) -> int:
-        """Of the first `k` blocks (all on the device), those in the free queue (their engine blocks count as free)."""
-        free = self.free
-        return sum(1 for h in chain[:k] if h in free)
+        if host:
+            while j < limit and chain[j] in host:
+                j += 1
+        return k, j - k, queued
 
     def device_prefix(self, chain: list[int], prompt: int) -> int:
         """Device blocks of `chain` cached (the router's view of this engine)."""
@@ -100,8 +102,7 @@ class PrefixCache:
         empty."""
         free, unit = self.free, self.unit
         while empty < need and free:
-            h = next(iter(free))
-            del free[h]
+            h = free.popitem(last=False)[0]
             empty += unit
             self.evictions += 1
             if self.host_cap:

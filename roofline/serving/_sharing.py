@@ -30,39 +30,44 @@ def group_of(rng: np.random.Generator, count: int, groups: int, popularity: str 
 
 
 def sharing(new: IntArray, output: IntArray, block: int, prefix_tokens: int = 0, group: IntArray | None = None,
-            previous: IntArray | None = None) -> tuple[IntArray, IntArray, IntArray]:  # fmt: skip
+            previous: IntArray | None = None, max_blocks: int = 0) -> tuple[IntArray, IntArray, IntArray]:  # fmt: skip
     """Prompts and hash chains of requests that share: request i's prompt is its group's prefix of `prefix_tokens`
     (group 0 when `group` is None) and `new[i]` tokens, or, when `previous[i]` ≥ 0 (an earlier request: the turn
     before it in its session), the whole sequence of that request (its prompt and answer) and `new[i]` tokens.
     Returns (prompt, hashes, starts) as `Requests` holds them, in blocks of `block` tokens; a request that another
-    follows carries its answer's full blocks too, so that the next turn reuses them."""
+    follows carries its answer's full blocks too, so that the next turn reuses them. `max_blocks` (> 0): refuse
+    (`ServingConfigError` naming `load`) a load whose chains would hold more hashes in all."""
     n = new.size
     groups = int(group.max()) + 1 if group is not None and n else 1
     head = prefix_tokens // block  # full blocks of a group's prefix
-    prefixes = np.arange(groups * head, dtype=np.int64).reshape(groups, head)
     followed = np.zeros(n, dtype=bool)
     if previous is not None:
         followed[previous[previous >= 0]] = True
-    prompt = np.empty(n, dtype=np.int64)
-    chains: list[IntArray] = []
-    fresh = groups * head  # the next hash not yet used
     new_l, out_l = new.tolist(), output.tolist()
     prev_l = previous.tolist() if previous is not None else [-1] * n
     group_l = group.tolist() if group is not None else [0] * n
+    prompt_l = [0] * n
     for i in range(n):
         p = prev_l[i]
-        if p >= 0:
-            base = chains[p]
-            prompt[i] = int(prompt[p]) + out_l[p] + new_l[i]
-        else:
-            base = prefixes[group_l[i]]
-            prompt[i] = prefix_tokens + new_l[i]
-        blocks = (int(prompt[i]) + (out_l[i] if followed[i] else 0)) // block
+        prompt_l[i] = (prompt_l[p] + out_l[p] if p >= 0 else prefix_tokens) + new_l[i]
+    prompt = np.array(prompt_l, dtype=np.int64)
+    counts = (prompt + np.where(followed, output, 0)) // block
+    if max_blocks and int(counts.sum()) > max_blocks:
+        raise ServingConfigError(
+            "load", f"its prompts hold {int(counts.sum()):,} blocks of {block} tokens in all, more than the "
+            f"{max_blocks:,} a shared load may: fewer requests, turns or tokens",
+        )  # fmt: skip
+    prefixes = np.arange(groups * head, dtype=np.int64).reshape(groups, head)
+    chains: list[IntArray] = []
+    fresh = groups * head  # the next hash not yet used
+    for i, blocks in enumerate(counts.tolist()):
+        p = prev_l[i]
+        base = chains[p] if p >= 0 else prefixes[group_l[i]]
         extra = blocks - base.size
         chains.append(np.concatenate([base, np.arange(fresh, fresh + extra, dtype=np.int64)]) if extra > 0 else base)
         fresh += max(extra, 0)
     starts = np.zeros(n + 1, dtype=np.int64)
-    starts[1:] = np.cumsum([c.size for c in chains])
+    starts[1:] = np.cumsum(counts)
     hashes = np.concatenate(chains) if chains else np.zeros(0, dtype=np.int64)
     return prompt, hashes.astype(np.int64), starts
 
