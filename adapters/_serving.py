@@ -11,7 +11,8 @@ import numpy as np
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
-from adapters._sharing import prefix_cache_read, shared_requests
+from adapters._sharing import prefix_cache_read, shared_requests, trace_requests
+from adapters._trace_sharing import shared_columns
 from adapters._traces import Trace, trace_of
 from roofline.serving import (
     EngineSpec,
@@ -92,12 +93,13 @@ def serving_requests(body: ServingRequest, context_limit: int, trace: Trace | No
             where = "body.load.trace"
             r = load.trace
             trace = trace_of("load.trace", TraceFormat.json, [x.arrival_s for x in r], [x.prompt_tokens for x in r],
-                             [x.output_tokens for x in r], field=where)  # fmt: skip
+                             [x.output_tokens for x in r], field=where, shared=shared_columns(r))  # fmt: skip
         elif trace is None:
             raise ValueError("load.trace_id names a stored trace: pass it as `trace`")
         else:
             where = "body.load.trace_id"
-        requests = Requests(trace.prompt_tokens, trace.output_tokens, trace.arrival_s, 0)
+        opts = body.engine if body.prefill is None else body.prefill.engine
+        requests = trace_requests(trace, opts.kv_block_tokens)
     else:
         assert load.prompt_tokens is not None and load.output_tokens is not None
         prompt = _lengths(rng, load.prompt_tokens, load.requests, "body.load.prompt_tokens")

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from adapters._errors import InvalidField
+from adapters._traces import Trace
 from roofline.serving import CacheStats, Requests, ServingConfigError
 from roofline.serving import requests as draw
 from schemas import limits
@@ -123,3 +124,67 @@ def prefix_cache_read(stats: list[CacheStats] | None, block: int) -> dict[str, A
         return None
     used = [s for s in stats if s.prompt_tokens]
     return {"total": cache_counts(stats), "engines": [cache_counts([s]) for s in used], "block_tokens": block}
+
+
+def trace_requests(trace: Trace, block: int) -> Requests:
+    """A trace's requests with what they share: its prefix hashes chained (each block named with every block before
+    it: a trace's hash names its block's tokens, Mooncake's already its prefix, and chaining an already chained one
+    changes nothing) in the trace's blocks; without hashes but with sessions, each turn's history (the turn before
+    it, prompt and answer, as far as its prompt goes) in the engine's blocks of `block` tokens. A later turn of a
+    session is sent no earlier than its recorded arrival and than the turn before it ends."""
+    base = Requests(trace.prompt_tokens, trace.output_tokens, trace.arrival_s, 0)
+    sharing = trace.sharing
+    if sharing is None:
+        return base
+    n = len(trace.arrival_s)
+    after = _previous_turns(sharing.session, sharing.turn)
+    sessions = bool((after >= 0).any())
+    if sharing.hashes.size:
+        hashes = _chained(sharing.hashes, sharing.starts)
+        return Requests(base.prompt, base.output, base.arrival_s, 0, hashes, sharing.starts, sharing.block,
+                        after if sessions else None, np.zeros(n) if sessions else None)  # fmt: skip
+    if not sessions:
+        return base
+    prompt, output = trace.prompt_tokens.tolist(), trace.output_tokens.tolist()
+    chains: list[list[int]] = []
+    fresh = 0
+    for i, p in enumerate(after.tolist()):
+        keep = chains[p][: prompt[i] // block] if p >= 0 else []
+        total = (prompt[i] + output[i]) // block
+        chains.append(keep + list(range(fresh, fresh + total - len(keep))))
+        fresh += max(total - len(keep), 0)
+    counts = np.array([len(c) for c in chains], dtype=np.int64)
+    if int(counts.sum()) > limits.MAX_SHARED_BLOCKS:
+        raise InvalidField("body.load.trace_id", f"its sessions' histories hold {int(counts.sum()):,} blocks of "
+                           f"{block} tokens: at most {limits.MAX_SHARED_BLOCKS:,}")  # fmt: skip
+    starts = np.zeros(n + 1, dtype=np.int64)
+    starts[1:] = np.cumsum(counts)
+    hashes = np.array([h for c in chains for h in c], dtype=np.int64)
+    return Requests(base.prompt, base.output, base.arrival_s, 0, hashes, starts, block, after, np.zeros(n))
+
+
+def _previous_turns(session: np.ndarray, turn: np.ndarray) -> np.ndarray:
+    """Each request's previous turn in its session (−1: none), the trace's order being the turns' order."""
+    last: dict[int, int] = {}
+    out = np.full(session.size, -1, dtype=np.int64)
+    for i, s in enumerate(session.tolist()):
+        if s >= 0:
+            out[i] = last.get(s, -1)
+            last[s] = i
+    return out
+
+
+def _chained(hashes: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Hashes renumbered so that each names its block and every block before it."""
+    ids: dict[tuple[int, int], int] = {}
+    flat = hashes.tolist()
+    out = [0] * len(flat)
+    for i in range(starts.size - 1):
+        parent = -1
+        for j in range(int(starts[i]), int(starts[i + 1])):
+            key = (parent, flat[j])
+            parent = ids.get(key, -2)
+            if parent == -2:
+                parent = ids[key] = len(ids)
+            out[j] = parent
+    return np.array(out, dtype=np.int64)

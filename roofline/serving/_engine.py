@@ -154,7 +154,7 @@ class Engine:
         if cache is not None:
             if ended:  # what it computed stays cached: its prompt's blocks, and its answer's once it ends
                 sim = self.sim
-                upto = len(sim.chain(rid)) if self.role == "both" else sim.prompt[rid] // cache.tokens
+                upto = (sim.reserve[rid] if self.role == "both" else sim.prompt[rid]) // cache.tokens
                 cache.register(rid, sim.chain(rid), upto)
             freed = cache.release(rid)
             if self.sched.kv_policy == "reserve":

@@ -89,7 +89,7 @@ def with_sharing(requests: Requests, hashes: IntArray, starts: IntArray, block: 
     """`requests` with their hash chains (and sessions' order), checked: no chain longer than its request's full
     blocks (prompt and answer)."""
     lengths = np.diff(starts)
-    bad = np.flatnonzero(lengths > (requests.prompt + requests.output) // block)
+    bad = np.flatnonzero(lengths > -(-(requests.prompt + requests.output) // block))
     if bad.size:
         i = int(bad[0])
         raise ServingConfigError(
