@@ -119,14 +119,16 @@ class PrefixCache:
             return
         refs, free, host, unit = self.refs, self.free, self.host, self.unit
         start, end = self.start[rid], min(upto, len(chain))
+        own = self.own[rid]
         for h in chain[start:end]:
-            if h in refs or h in free or self.own[rid] < unit:
+            if own < unit or h in refs or h in free:
                 continue
-            if h in host:
+            if host and h in host:
                 del host[h]
             refs[h] = 1
             held.append(h)
-            self.own[rid] -= unit
+            own -= unit
+        self.own[rid] = own
         self.start[rid] = max(start, end)
 
     def release(self, rid: int) -> int:

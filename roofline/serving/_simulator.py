@@ -81,12 +81,25 @@ class Simulation:
         self.requests = requests
         # sharing: the requests' block-hash chains (made on first use), the turn that follows each request
         self.hash_block = requests.hash_block if requests.hashes is not None else 0
-        self.chains: dict[int, list[int]] = {}
+        self.chains: list[list[int]] = []
+        if requests.hashes is not None and requests.hash_starts is not None:
+            flat, starts = requests.hashes.tolist(), requests.hash_starts.tolist()
+            self.chains = [flat[a:b] for a, b in zip(starts[:-1], starts[1:], strict=True)]
         self.next_turn: dict[int, int] = {}
         if requests.after is not None:
             follows = np.flatnonzero(requests.after >= 0)
             self.next_turn = dict(zip(requests.after[follows].tolist(), follows.tolist(), strict=True))
         self.router, self.turn = router, 0  # None: the least loaded engine
+        # Aggregated engines in one loop (`shared`) touch each other only through arrivals: an engine's end can send
+        # no request sooner than `spawn_gap` after it (a session's next turn, after its think time), so an engine's
+        # stretch of decode iterations runs on past other engines' ends (`_horizon`). None: every event is a horizon
+        # (a closed loop's next request, a disaggregated handoff, may follow an end at once).
+        self.spawn_gap: float | None = None
+        if decode_pool is None and not requests.concurrency and min(pool.engines, n) > 1:
+            self.spawn_gap = INF
+            if requests.after is not None and self.next_turn:
+                think = requests.think_s
+                self.spawn_gap = 0.0 if think is None else float(think[list(self.next_turn.values())].min())
         self.prompt: list[int] = requests.prompt.tolist()
         self.original = list(self.prompt)
         self.output: list[int] = requests.output.tolist()
@@ -149,12 +162,7 @@ class Simulation:
             self.push(max(now + think, floor), ARRIVE, nxt)
 
     def chain(self, rid: int) -> list[int]:
-        chain = self.chains.get(rid)
-        if chain is None:
-            req = self.requests
-            assert req.hashes is not None and req.hash_starts is not None
-            chain = self.chains[rid] = req.hashes[req.hash_starts[rid] : req.hash_starts[rid + 1]].tolist()
-        return chain
+        return self.chains[rid]
 
     def handoff(self, rid: int, now: float) -> None:
         assert self.transfer is not None
@@ -231,12 +239,25 @@ class Simulation:
                     for engine in idle:  # each sees the ends of those started before it as its horizon too
                         if not engine.busy:
                             horizon = events[0][0] if events and events[0][0] < arriving else arriving
+                            if self.spawn_gap is not None and events:
+                                horizon = self._horizon(arriving)
                             self._start(engine, now, horizon)
                     idle.clear()
         self.trace.preemptions = self.preemptions
         if any(e.cache is not None for e in self.front):
             self.trace.caches = [cache_stats(e.cache) for e in self.front]
         return self.trace
+
+    def _horizon(self, arriving: float) -> float:
+        """The next time an engine may be given a request: the next arrival or handoff, or an engine's end plus
+        `spawn_gap` (the heap holds at most one end per engine and the requests sent at a later time)."""
+        assert self.spawn_gap is not None
+        gap, horizon = self.spawn_gap, arriving
+        for t, _, kind, _ in self.events:
+            t = t + gap if kind == END else t
+            if t < horizon:
+                horizon = t
+        return horizon
 
     def _start(self, engine: Engine, now: float, horizon: float) -> None:
         end = engine.start(now, horizon)
