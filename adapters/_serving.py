@@ -177,6 +177,16 @@ def check_work(body: ServingRequest, requests: Requests, ready: roofline.serving
     """`InvalidField` when the simulation would run more event loops (aggregated) or route more engine × request
     pairs (disaggregated) than `schemas.limits` allows, before any runs."""
     n = requests.count
+    if ready.back is None and roofline.serving.shared(requests, ready.front):
+        engines = min(ready.front.engines, n)  # one loop over every engine: each event may look at all of them
+        if engines * n > limits.MAX_SERVING_ENGINE_REQUESTS:
+            raise InvalidField(
+                "body.replicas",
+                f"{engines} engines that share one loop (a router, prefix caches or sessions) × {n} requests is "
+                f"{engines * n} engine-requests; at most {limits.MAX_SERVING_ENGINE_REQUESTS} are allowed: fewer "
+                "replicas or requests",
+            )
+        return
     if ready.back is None:
         loops = roofline.serving.loops(requests, ready.front)
         if loops > limits.MAX_SERVING_LOOPS:

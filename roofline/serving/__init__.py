@@ -50,7 +50,7 @@ from roofline.serving._plan import (
 )
 from roofline.serving._prefix import CacheStats, replay
 from roofline.serving._results import Distribution, Objectives, ServingBand, ServingEstimate, band_factors, summarise
-from roofline.serving._simulator import Pool, Trace, loops, simulate
+from roofline.serving._simulator import Pool, Trace, loops, shared, simulate
 from roofline.serving._surface import IterationSurface
 
 __all__ = [
@@ -91,6 +91,7 @@ __all__ = [
     "pool_memory",
     "prepare",
     "replay",
+    "shared",
     "simulate",
     "size",
 ]

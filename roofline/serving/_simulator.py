@@ -5,6 +5,7 @@ cache crosses the fabric; every request's arrival, admission, first token and en
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable
@@ -84,7 +85,7 @@ class Simulation:
         self.chains: list[list[int]] = []
         if requests.hashes is not None and requests.hash_starts is not None:
             flat, starts = requests.hashes.tolist(), requests.hash_starts.tolist()
-            self.chains = [flat[a:b] for a, b in zip(starts[:-1], starts[1:], strict=True)]
+            self.chains = [flat[a:b] for a, b in itertools.pairwise(starts)]
         self.next_turn: dict[int, int] = {}
         if requests.after is not None:
             follows = np.flatnonzero(requests.after >= 0)
