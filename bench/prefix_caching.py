@@ -160,6 +160,7 @@ def speed(repeats: int, conv: Requests) -> None:
     req = sessions(10_000)
     cases = [
         ("10 000 session turns, shared prefix, 8B, 1 engine", req, engine("llama-3-8b", 1, prefix_caching=True)),
+        ("the same without prefix caching", req, engine("llama-3-8b", 1)),
         ("the same, 4 engines, prefix-aware router", req,
          replace(engine("llama-3-8b", 1, prefix_caching=True, router="prefix_aware"), replicas=4)),
         ("conversation trace, 70B TP8, 4 engines", conv, replace(engine("llama-3.1-70b", 8, prefix_caching=True),

@@ -81,6 +81,11 @@ def _kv_per_token(spec: EngineSpec, max_context: int) -> float:
     return per_token * (1.0 + draft_share(spec))
 
 
+def host_blocks(spec: EngineSpec, max_context: int) -> int:
+    """Engine blocks the host tier holds: `host_cache_bytes` per device over a block's KV on a device."""
+    return math.floor(spec.scheduler.host_cache_bytes / (_kv_per_token(spec, max_context) * spec.scheduler.block_size))
+
+
 def kv_pool_blocks(spec: EngineSpec, max_context: int) -> int:
     """Blocks of the paged KV pool on one device: memory the engine may use, less the weights and the activations of
     a full token budget, over one block's KV (the busiest pipeline stage's layers, as the core counts them)."""
@@ -141,8 +146,8 @@ def _pool(
             )
         # each device keeps its own share of a block's KV in host memory and moves it over its own link
         per_token = _kv_per_token(spec, longest)
-        scheduler = replace(scheduler, host_cache_blocks=math.floor(sched.host_cache_bytes / (per_token *
-                            sched.block_size)), host_s_per_token=per_token / sched.host_link_bytes_per_s)  # fmt: skip
+        scheduler = replace(scheduler, host_cache_blocks=host_blocks(spec, longest),
+                            host_s_per_token=per_token / sched.host_link_bytes_per_s)  # fmt: skip
     hw = spec.run.system.hardware
     engines = spec.replicas * p * spec.run.parallelism.data  # attention data-parallel ranks schedule on their own
     return Pool(surface, scheduler, engines, hw.launch_s), per_engine, surface.error
