@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roofline.serving._config import FloatArray, IntArray, Requests, ServingConfigError
+from roofline.serving._config import IntArray, ServingConfigError
 
 POPULARITIES = ("uniform", "zipf")
 
@@ -82,19 +82,3 @@ def sessions(rng: np.random.Generator, turns: IntArray, count: int) -> tuple[Int
     first[1:] = session[1:] != session[:-1]
     previous = np.where(first, -1, np.arange(count) - 1).astype(np.int64)
     return session, previous
-
-
-def with_sharing(requests: Requests, hashes: IntArray, starts: IntArray, block: int,
-                 after: IntArray | None = None, think_s: FloatArray | None = None) -> Requests:  # fmt: skip
-    """`requests` with their hash chains (and sessions' order), checked: no chain longer than its request's full
-    blocks (prompt and answer)."""
-    lengths = np.diff(starts)
-    bad = np.flatnonzero(lengths > -(-(requests.prompt + requests.output) // block))
-    if bad.size:
-        i = int(bad[0])
-        raise ServingConfigError(
-            f"load.trace.{i}.prefix_hashes", f"{int(lengths[i])} block hashes for a request of "
-            f"{int(requests.prompt[i] + requests.output[i])} tokens in blocks of {block}",
-        )  # fmt: skip
-    return Requests(requests.prompt, requests.output, requests.arrival_s, requests.concurrency, hashes, starts, block,
-                    after, think_s)  # fmt: skip

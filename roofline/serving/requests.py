@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from roofline.serving._config import FloatArray, IntArray, ServingConfigError
-from roofline.serving._sharing import POPULARITIES, group_of, sessions, sharing, with_sharing
+from roofline.serving._sharing import POPULARITIES, group_of, sessions, sharing
 
 __all__ = [
     "LENGTH_KINDS",
@@ -17,7 +17,6 @@ __all__ = [
     "lengths",
     "sessions",
     "sharing",
-    "with_sharing",
 ]
 
 LENGTH_KINDS = ("fixed", "uniform", "normal", "lognormal", "empirical")

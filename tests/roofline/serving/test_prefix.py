@@ -4,6 +4,8 @@ shared load is repeatable and Little's law still holds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -156,3 +158,31 @@ def test_a_seeded_shared_load_is_repeatable_and_keeps_littles_law() -> None:
     assert a == b
     # L = λW over the run (Little 1961): the time-average in the system is the arrival rate times the mean stay.
     assert a.requests_per_s * a.e2e_s.mean == pytest.approx(a.mean_in_system, rel=1e-9)
+
+
+def test_a_host_tier_keeps_evicted_blocks_and_brings_them_back_over_its_link() -> None:
+    # The six-block pool above with a host tier of 10 blocks, 0.1 ms a token over the host link. C evicts A's block 2
+    # to the host; D finds block 1 on the device and block 2 in the host (20 tokens reused, 10 of them loaded: 1 ms
+    # before its 1 ms prefill) and evicts B's block 4 to the host; E finds 3 on the device and 4 in the host
+    # (likewise), evicting C's 6.
+    chains = [[1, 2], [3, 4], [5, 6], [1, 2], [3, 4]]
+    pool = flat(kv_blocks=6, host_cache_blocks=10)
+    pool = Pool(pool.surface, replace(pool.scheduler, host_s_per_token=1e-4))
+    tr = simulate(shared([21] * 5, [1] * 5, chains), pool)
+    (c,) = tr.caches or []
+    assert (c.hit_tokens, c.host_hit_blocks, c.evictions) == (40, 2, 3)
+    assert c.host_s == pytest.approx(2 * 10 * 1e-4)
+    ttft = [f - a for f, a in zip(tr.first, tr.arrival, strict=True)]
+    assert ttft == pytest.approx([1 * MS, 1 * MS, 1 * MS, 2 * MS, 2 * MS])
+
+
+def test_on_demand_pools_cache_too_and_every_request_ends() -> None:
+    # vLLM's on-demand allocation with preemption: 40 requests of one 401-token prompt (40 full blocks of 10), 30
+    # tokens out, a pool of 200 blocks, all at once: the first computes the prompt, each later one reuses its 40
+    # blocks once they are cached (those admitted with it compute it too).
+    n = 40
+    req = shared([401] * n, [30] * n, [list(range(40))] * n, arrival=[0.0] * n)
+    tr = simulate(req, flat(kv_blocks=200, kv_policy="on_demand"))
+    assert not any(np.isnan(tr.end))
+    (c,) = tr.caches or []
+    assert c.hit_blocks > 0 and c.hit_blocks % 40 == 0
