@@ -61,8 +61,10 @@ class Candidate:
             parts.append(f"{role}{par} seqs {u.max_num_seqs} tokens {u.max_num_batched_tokens}")
         d = self.dtypes
         parts.append(f"{d.weights.value}/{d.activations.value}" + (f" kv {d.kv_cache.value}" if d.kv_cache else ""))
-        parts.append(("prefix cache" + (f" + host {self.host / 1e9:g} GB" if self.host else "")) if self.caching
-                     else "no prefix cache")  # fmt: skip
+        if not self.caching:  # the engines' default, prefix caching without a host tier, goes without saying
+            parts.append("no prefix cache")
+        elif self.host:
+            parts.append(f"prefix cache + host {self.host / 1e9:g} GB")
         return " · ".join(parts)
 
 
