@@ -1,6 +1,6 @@
 """Prefix caching (issue 41) on the Mooncake FAST'25 traces (validation/mooncake-traces/), and its speed.
 
-    python -m bench.prefix_caching [--skip-plan] [--repeats 3]
+    python -m bench.prefix_caching [--skip-plan] [--speed-only] [--repeats 3]
 
 1. Figure 9: the prefix-cache hit rate (share of prompt tokens) against an LRU cache's capacity, the requests
    replayed in order with no compute as the paper did, beside the paper's figure (the traces' README).
@@ -183,10 +183,14 @@ def speed(repeats: int, conv: Requests) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skip-plan", action="store_true")
+    ap.add_argument("--speed-only", action="store_true", help="only the speed figures (section 5)")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
-    figures()
     conv = conversation()
+    if args.speed_only:
+        speed(args.repeats, conv)
+        return 0
+    figures()
     print("\nThe conversation trace through the engine (4 TP8 engines of Llama-3.1-70B on H100):")
     for label, options in VARIANTS.items():
         est, seconds = simulate(conv, replace(engine("llama-3.1-70b", 8, **options), replicas=4))

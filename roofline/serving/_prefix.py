@@ -15,17 +15,21 @@ comes back over the host link (vLLM's CPU offloading connector, SGLang's HiCache
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
+from itertools import repeat, takewhile
+from operator import add, sub
 
 
 class PrefixCache:
-    """One engine's cache, counted in hash blocks of `tokens` tokens, each `unit` of the engine's KV blocks."""
+    """One engine's cache, counted in hash blocks of `tokens` tokens, each `unit` of the engine's KV blocks. The walks
+    over a request's chain run in C (`itertools.takewhile`, `map`, dict updates): a chain is tens to hundreds of
+    blocks, and every request walks its own a few times."""
 
     def __init__(self, tokens: int, block_size: int, host_blocks: int = 0) -> None:
         self.tokens = tokens
         self.unit = -(-tokens // block_size)
-        self.refs: dict[int, int] = {}  # on device, held by running requests: how many
+        self.cached: dict[int, int] = {}  # on device: running requests holding the block (0: in the free queue)
         self.free: OrderedDict[int, None] = OrderedDict()  # on device, held by none: the free queue, oldest first
         self.host: OrderedDict[int, None] = OrderedDict()
         self.host_cap = host_blocks // self.unit
@@ -46,21 +50,13 @@ class PrefixCache:
         """Blocks of `chain` reusable for a prompt of `prompt` tokens: the longest prefix on the device, the longest
         continuation of it in the host tier, and how many of the device's are in the free queue (their engine
         blocks count as free)."""
-        limit = min(len(chain), (prompt - 1) // self.tokens)
-        refs, free, host = self.refs, self.free, self.host
-        k = queued = 0
-        while k < limit:
-            h = chain[k]
-            if h in free:
-                queued += 1
-            elif h not in refs:
-                break
-            k += 1
-        j = k
-        if host:
-            while j < limit and chain[j] in host:
-                j += 1
-        return k, j - k, queued
+        head = chain[: min(len(chain), (prompt - 1) // self.tokens)]
+        cached = self.cached
+        hits = list(takewhile(cached.__contains__, head))
+        k = len(hits)
+        queued = list(map(cached.__getitem__, hits)).count(0)
+        k2 = len(list(takewhile(self.host.__contains__, head[k:]))) if self.host else 0
+        return k, k2, queued
 
     def device_prefix(self, chain: list[int], prompt: int) -> int:
         """Device blocks of `chain` cached (the router's view of this engine)."""
@@ -70,39 +66,36 @@ class PrefixCache:
         """Admit request `rid`: hold its `k` device hits, bring back `k2` host hits; `blocks`: the engine blocks it
         needs in all. Returns the engine blocks it takes out of the free count (hits already held by another
         request are shared, not taken)."""
-        refs, free, unit = self.refs, self.free, self.unit
+        cached, free, unit = self.cached, self.free, self.unit
         held = chain[:k]
-        taken = 0
-        for h in held:
-            if h in free:
-                del free[h]
-                refs[h] = 1
-                taken += unit
-            else:
-                refs[h] += 1
-        for h in chain[k : k + k2]:
-            del self.host[h]
-            refs[h] = 1
-            held.append(h)
-        self.held[rid] = held
-        own = blocks - (k + k2) * unit  # its new blocks, the host's blocks' device copies counted as held
-        self.own[rid] = max(own, 0)
-        self.start[rid] = k + k2
+        counts = list(map(cached.__getitem__, held))
+        queued = [h for h, n in zip(held, counts, strict=True) if n == 0]
+        deque(map(free.__delitem__, queued), maxlen=0)
+        cached.update(zip(held, map(add, counts, repeat(1)), strict=True))
         if k2:
+            loaded = chain[k : k + k2]
+            deque(map(self.host.__delitem__, loaded), maxlen=0)
+            cached.update(dict.fromkeys(loaded, 1))
+            held += loaded
             self.loads[rid] = k2 * self.tokens
+        self.held[rid] = held
+        own = max(blocks - (k + k2) * unit, 0)  # its new blocks, the host's blocks' device copies counted as held
+        self.own[rid] = own
+        self.start[rid] = k + k2
         self.prompt_tokens += prompt
         self.hit_tokens += (k + k2) * self.tokens
         self.lookup_blocks += prompt // self.tokens
         self.hit_blocks += k + k2
         self.host_hit_blocks += k2
-        return taken + max(own, 0) + k2 * unit
+        return len(queued) * unit + own + k2 * unit
 
     def evict(self, empty: int, need: int) -> int:
         """Evict from the free queue's head until `need` engine blocks are empty (`empty` are); the blocks now
         empty."""
-        free, unit = self.free, self.unit
+        free, cached, unit = self.free, self.cached, self.unit
         while empty < need and free:
             h = free.popitem(last=False)[0]
+            del cached[h]
             empty += unit
             self.evictions += 1
             if self.host_cap:
@@ -117,18 +110,16 @@ class PrefixCache:
         held = self.held.get(rid)
         if held is None:
             return
-        refs, free, host, unit = self.refs, self.free, self.host, self.unit
+        cached, unit = self.cached, self.unit
         start, end = self.start[rid], min(upto, len(chain))
         own = self.own[rid]
-        for h in chain[start:end]:
-            if own < unit or h in refs or h in free:
-                continue
-            if host and h in host:
-                del host[h]
-            refs[h] = 1
-            held.append(h)
-            own -= unit
-        self.own[rid] = own
+        new = [h for h in chain[start:end] if h not in cached][: own // unit]
+        if new:
+            if self.host:
+                deque(map(self.host.pop, new, repeat(None)), maxlen=0)
+            cached.update(dict.fromkeys(new, 1))
+            held += new
+            self.own[rid] = own - len(new) * unit
         self.start[rid] = max(start, end)
 
     def release(self, rid: int) -> int:
@@ -139,17 +130,12 @@ class PrefixCache:
             return 0
         self.start.pop(rid, None)
         self.loads.pop(rid, None)
-        refs, free, unit = self.refs, self.free, self.unit
-        freed = self.own.pop(rid)
-        for h in reversed(held):
-            n = refs[h] - 1
-            if n:
-                refs[h] = n
-            else:
-                del refs[h]
-                free[h] = None
-                freed += unit
-        return freed
+        cached = self.cached
+        counts = list(map(sub, map(cached.__getitem__, held), repeat(1)))
+        cached.update(zip(held, counts, strict=True))
+        zero = [h for h, n in zip(reversed(held), reversed(counts), strict=True) if n == 0]
+        self.free.update(dict.fromkeys(zero))
+        return self.own.pop(rid) + len(zero) * self.unit
 
     @property
     def free_units(self) -> int:

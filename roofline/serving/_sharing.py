@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roofline.serving._config import IntArray, ServingConfigError
+from roofline.serving._config import FloatArray, IntArray, Requests, ServingConfigError
 
 POPULARITIES = ("uniform", "zipf")
 
@@ -82,3 +82,17 @@ def sessions(rng: np.random.Generator, turns: IntArray, count: int) -> tuple[Int
     first[1:] = session[1:] != session[:-1]
     previous = np.where(first, -1, np.arange(count) - 1).astype(np.int64)
     return session, previous
+
+
+def subset(requests: Requests, ids: IntArray, arrival: FloatArray | None, concurrency: int) -> Requests:
+    """The requests `ids` as a run of their own, their hash chains with them."""
+    if requests.hashes is None or requests.hash_starts is None:
+        return Requests(requests.prompt[ids], requests.output[ids], arrival, concurrency)
+    s = requests.hash_starts
+    counts = (s[1:] - s[:-1])[ids]
+    starts = np.zeros(ids.size + 1, dtype=np.int64)
+    starts[1:] = np.cumsum(counts)
+    pieces = [requests.hashes[s[i] : s[i + 1]] for i in ids.tolist()]
+    hashes = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    return Requests(requests.prompt[ids], requests.output[ids], arrival, concurrency, hashes, starts,
+                    requests.hash_block)  # fmt: skip

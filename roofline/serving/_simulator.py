@@ -16,6 +16,7 @@ import numpy as np
 from roofline.serving._config import IntArray, Requests, Scheduler
 from roofline.serving._engine import INF, Engine
 from roofline.serving._prefix import CacheStats, cache_stats
+from roofline.serving._sharing import subset
 from roofline.serving._surface import IterationSurface
 
 ARRIVE, END, HANDOFF = 0, 1, 2
@@ -358,8 +359,11 @@ def shared(requests: Requests, pool: Pool) -> bool:
     """Whether aggregated engines run in one loop: when a router other than round robin spreads the requests, when
     requests share cached prefixes, or when sessions' turns follow each other."""
     sched = pool.scheduler
-    caching = sched.prefix_caching and requests.hashes is not None
-    return pool.engines > 1 and (sched.router != "round_robin" or caching or requests.after is not None)
+    return pool.engines > 1 and (sched.router != "round_robin" or requests.after is not None)
+
+
+def _caching(requests: Requests, pool: Pool) -> bool:
+    return pool.scheduler.prefix_caching and requests.hashes is not None
 
 
 def loops(requests: Requests, pool: Pool, decode_pool: Pool | None = None) -> int:
@@ -367,7 +371,8 @@ def loops(requests: Requests, pool: Pool, decode_pool: Pool | None = None) -> in
     requests among the aggregated engines (`simulate`): never more than the requests, whatever the engines."""
     if decode_pool is not None or pool.engines == 1 or shared(requests, pool):
         return 1
-    return int(_shares(requests, pool.engines).first.size)
+    shares = _shares(requests, pool.engines)
+    return int(shares.ids.shape[0] if _caching(requests, pool) else shares.first.size)
 
 
 def simulate(
@@ -390,6 +395,9 @@ def simulate(
         return Simulation(requests, pool, None, None, series, pool.scheduler.router).run()
     single = Pool(pool.surface, pool.scheduler, 1, pool.launch_s)
     shares = _shares(requests, pool.engines)
+    if _caching(requests, pool):  # each engine's cache sees only its own share: every share its own loop
+        own = np.arange(shares.ids.shape[0])
+        shares = _Shares(shares.ids, shares.length, shares.concurrency, own, own)
     times = np.full((4, requests.count), math.nan)  # arrival, admit, first token, end
     start = np.zeros(shares.ids.shape[0]) if requests.arrival_s is None else requests.arrival_s[shares.ids[:, 0]]
     members = np.argsort(shares.group, kind="stable")
@@ -399,7 +407,7 @@ def simulate(
         size = int(shares.length[e])
         ids = shares.ids[e, :size]
         arr = None if requests.arrival_s is None else requests.arrival_s[ids]
-        part = Requests(requests.prompt[ids], requests.output[ids], arr, int(shares.concurrency[e]))
+        part = subset(requests, ids, arr, int(shares.concurrency[e]))
         tr = Simulation(part, single, None, None, series and e == 0).run()
         traces.append(tr)
         own = np.array([tr.arrival, tr.admit, tr.first, tr.end])
@@ -418,4 +426,6 @@ def simulate(
     merged.iterations = int(sum(c * tr.iterations for c, tr in zip(counts.tolist(), traces, strict=True)))
     merged.preemptions = int(sum(c * tr.preemptions for c, tr in zip(counts.tolist(), traces, strict=True)))
     merged.max_batched_tokens = max(tr.max_batched_tokens for tr in traces)
+    if any(tr.caches for tr in traces):
+        merged.caches = [c for tr in traces for c in tr.caches or []]
     return merged
