@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from itertools import repeat, takewhile
-from operator import add, sub
+from itertools import compress, islice, repeat, takewhile
+from operator import add, not_, sub
 
 
 class PrefixCache:
@@ -69,7 +69,7 @@ class PrefixCache:
         cached, free, unit = self.cached, self.free, self.unit
         held = chain[:k]
         counts = list(map(cached.__getitem__, held))
-        queued = [h for h, n in zip(held, counts, strict=True) if n == 0]
+        queued = list(compress(held, map(not_, counts)))
         deque(map(free.__delitem__, queued), maxlen=0)
         cached.update(zip(held, map(add, counts, repeat(1)), strict=True))
         if k2:
@@ -92,17 +92,19 @@ class PrefixCache:
     def evict(self, empty: int, need: int) -> int:
         """Evict from the free queue's head until `need` engine blocks are empty (`empty` are); the blocks now
         empty."""
-        free, cached, unit = self.free, self.cached, self.unit
-        while empty < need and free:
-            h = free.popitem(last=False)[0]
-            del cached[h]
-            empty += unit
-            self.evictions += 1
-            if self.host_cap:
-                self.host[h] = None
-                if len(self.host) > self.host_cap:
-                    self.host.popitem(last=False)
-        return empty
+        free, unit = self.free, self.unit
+        if empty >= need or not free:
+            return empty
+        victims = list(islice(free, -(-(need - empty) // unit)))  # the queue's head, oldest first
+        deque(map(free.__delitem__, victims), maxlen=0)
+        deque(map(self.cached.__delitem__, victims), maxlen=0)
+        self.evictions += len(victims)
+        if self.host_cap:
+            host = self.host
+            deque(map(host.__setitem__, victims, repeat(None)), maxlen=0)
+            if len(host) > self.host_cap:
+                deque(map(host.__delitem__, list(islice(host, len(host) - self.host_cap))), maxlen=0)
+        return empty + len(victims) * unit
 
     def register(self, rid: int, chain: list[int], upto: int) -> None:
         """Request `rid` has computed its chain's first `upto` blocks: those it does not hold yet become cached
@@ -133,8 +135,8 @@ class PrefixCache:
         cached = self.cached
         counts = list(map(sub, map(cached.__getitem__, held), repeat(1)))
         cached.update(zip(held, counts, strict=True))
-        zero = [h for h, n in zip(reversed(held), reversed(counts), strict=True) if n == 0]
-        self.free.update(dict.fromkeys(zero))
+        zero = list(compress(reversed(held), map(not_, reversed(counts))))
+        deque(map(self.free.__setitem__, zero, repeat(None)), maxlen=0)  # OrderedDict.update loops in Python
         return self.own.pop(rid) + len(zero) * self.unit
 
     @property
