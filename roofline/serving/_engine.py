@@ -149,13 +149,12 @@ class Engine:
             if self.cache.free_units > room:
                 self.cache.evict(0, self.cache.free_units - max(room, 0))
 
-    def release(self, rid: int, ended: bool = True) -> None:
+    def release(self, rid: int) -> None:
         cache = self.cache
-        if cache is not None:
-            if ended:  # what it computed stays cached: its prompt's blocks, and its answer's once it ends
-                sim = self.sim
-                upto = (sim.reserve[rid] if self.role == "both" else sim.prompt[rid]) // cache.tokens
-                cache.register(rid, sim.chain(rid), upto)
+        if cache is not None:  # what it computed stays cached: its prompt's blocks, and its answer's once it ends
+            sim = self.sim
+            upto = (sim.reserve[rid] if self.role == "both" else sim.prompt[rid]) // cache.tokens
+            cache.register(rid, sim.chain(rid), upto)
             freed = cache.release(rid)
             if self.sched.kv_policy == "reserve":
                 self.free_blocks += freed
