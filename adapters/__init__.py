@@ -84,8 +84,10 @@ from adapters._intervals import (
 from adapters._json import check_json, depth_error, nul_error
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
-from adapters._serving import estimate_serving, render_serving, serving_requests
+from adapters._serving import estimate_serving, host_link, render_serving, serving_requests
 from adapters._serving_plan import Hardware, PlanOutcome, plan_serving
+from adapters._sharing import trace_requests
+from adapters._trace_sharing import request_fields, shared_columns
 from adapters._traces import TRACE_FILE_TYPES, Trace, decode_trace, media_type, parse_trace, trace_of
 from adapters._training import estimate_training, render_training, training_run
 from adapters._training_plan import plan_training, render_training_plan
@@ -138,6 +140,7 @@ __all__ = [
     "fabric",
     "fit_calibration",
     "group_of",
+    "host_link",
     "inference_run",
     "inference_system",
     "interval_family",
@@ -160,10 +163,12 @@ __all__ = [
     "render_training",
     "render_training_plan",
     "request_device_topology",
+    "request_fields",
     "request_topology",
     "scope_launch_s",
     "scoped_core",
     "serving_requests",
+    "shared_columns",
     "size_fields",
     "sweep",
     "sweep_docs",
@@ -172,6 +177,7 @@ __all__ = [
     "to_core",
     "topologies",
     "trace_of",
+    "trace_requests",
     "training_run",
     "transformer",
     "variant_codes",

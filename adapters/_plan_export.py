@@ -13,6 +13,10 @@ Flag and key names, from the engines' sources:
   MAX_UTILIZATION), cuda_graph_config, cache_transceiver_config; the disaggregated server's context_servers /
   generation_servers. The same names aiconfigurator's generator templates emit (ai-dynamo/aiconfigurator 0.12,
   `generator/config/backend_templates`).
+- Prefix caching (issue 41): vLLM --enable-prefix-caching / --no-enable-prefix-caching (`EngineArgs`, on by default
+  in V1); a host tier as vLLM's CPU offloading connector (`--kv-transfer-config` with `OffloadingConnector` and
+  `kv_connector_extra_config.num_cpu_blocks`, vllm/v1/kv_offload); TensorRT-LLM kv_cache_config.enable_block_reuse
+  (on by default) and host_cache_size (bytes).
 - Speculative decoding: vLLM 0.33 `vllm/config/speculative.py` (`--speculative-config` JSON: method `mtp` or
   `eagle3`, num_speculative_tokens, model for a separate draft); TensorRT-LLM `speculative_config` with
   decoding_type MTP and num_nextn_predict_layers, as aiconfigurator's TensorRT-LLM 1.3 template writes it (its
@@ -97,6 +101,10 @@ def _notes(model: ModelSpec, engine: EngineOptions, dtypes: Dtypes, shapes: tupl
     if engine.all_reduce is AllReduceImpl.library:
         notes.append("NCCL all-reduce: vLLM's command disables its custom all-reduce; TensorRT-LLM's options leave "
                      "its all-reduce strategy at its default (its own kernels): set it to NCCL")  # fmt: skip
+    if engine.prefix_caching and engine.host_cache_bytes > 0:
+        notes.append("host tier: vLLM's CPU offloading connector and TensorRT-LLM's host_cache_size as the plan sized "
+                     "them; check the keys against your version; a disaggregated vLLM prefill server needs both "
+                     "connectors (MultiConnector), which the command leaves to you")  # fmt: skip
     spec = engine.speculative
     if spec is not None:
         notes.append(f"speculative decoding: the plan assumes {spec.accepted_tokens:g} of {spec.draft_tokens} drafts "
@@ -137,8 +145,15 @@ def _vllm(ckpt: str, engine: EngineOptions, dtypes: Dtypes, s: Shape, spec: Engi
         )
         config["num_speculative_tokens"] = draft.draft_tokens
         args += ["--speculative-config", json.dumps(config)]
+    if s.role is not Role.decode:  # a decode worker receives its requests' KV whole: nothing to reuse
+        args.append("--enable-prefix-caching" if engine.prefix_caching else "--no-enable-prefix-caching")
     if s.role is not Role.aggregated:
         args += ["--kv-transfer-config", NIXL]
+    elif engine.prefix_caching and engine.host_cache_bytes > 0:
+        blocks = roofline.serving.host_blocks(spec, max_len)
+        offload = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+                   "kv_connector_extra_config": {"num_cpu_blocks": blocks}}  # fmt: skip
+        args += ["--kv-transfer-config", json.dumps(offload, separators=(",", ":"))]
     return shlex.join(args)
 
 
@@ -155,7 +170,8 @@ def _trtllm_options(engine: EngineOptions, dtypes: Dtypes, s: Shape, spec: Engin
         "kv_cache_config": {
             "free_gpu_memory_fraction": _trtllm_kv_fraction(spec),
             "dtype": "fp8" if dtypes.kv_cache is InferenceDtype.fp8 else "auto",
-            "tokens_per_block": engine.kv_block_tokens, "enable_block_reuse": False,
+            "tokens_per_block": engine.kv_block_tokens,
+            "enable_block_reuse": engine.prefix_caching and s.role is not Role.decode,
         },
         "scheduler_config": {
             "capacity_scheduler_policy":
@@ -163,6 +179,8 @@ def _trtllm_options(engine: EngineOptions, dtypes: Dtypes, s: Shape, spec: Engin
         },
         "cuda_graph_config": {"enable_padding": True, "max_batch_size": s.max_num_seqs} if engine.cuda_graphs else None,
     })  # fmt: skip
+    if engine.prefix_caching and engine.host_cache_bytes > 0 and s.role is not Role.decode:
+        doc["kv_cache_config"]["host_cache_size"] = int(engine.host_cache_bytes)
     if s.role is not Role.aggregated:
         doc["cache_transceiver_config"] = {"backend": "DEFAULT"}
     if s.role is Role.prefill:

@@ -11,6 +11,8 @@ import numpy as np
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
+from adapters._sharing import prefix_cache_read, shared_requests, trace_requests
+from adapters._trace_sharing import shared_columns
 from adapters._traces import Trace, trace_of
 from roofline.serving import (
     EngineSpec,
@@ -23,14 +25,15 @@ from roofline.serving import (
 )
 from roofline.serving import requests as draw
 from schemas import limits
-from schemas.hardware import HardwareSpec
+from schemas.hardware import HardwareSpec, Interconnect
 from schemas.inference import Implementation
 from schemas.models import ModelSpec
 from schemas.serving import EngineOptions, LengthKind, Lengths, Mode, ServingParallelism, ServingRequest
 from schemas.traces import TraceFormat
 
 
-def _scheduler(opts: EngineOptions) -> Scheduler:
+def _scheduler(opts: EngineOptions, router: str = "round_robin", host: float = 0.0) -> Scheduler:
+    """The core's scheduler; `host`: the profile's host link, bytes/s per direction (0: none)."""
     return Scheduler(
         kind=str(opts.scheduler),
         max_num_seqs=opts.max_num_seqs,
@@ -44,12 +47,21 @@ def _scheduler(opts: EngineOptions) -> Scheduler:
         else Speculation(
             opts.speculative.draft_tokens, opts.speculative.accepted_tokens, opts.speculative.draft_layers
         ),
+        prefix_caching=opts.prefix_caching,
+        host_cache_bytes=opts.host_cache_bytes,
+        host_link_bytes_per_s=host,
+        router=router,
     )
+
+
+def host_link(interconnect: Interconnect) -> float:
+    """The profile's host link (PCIe, or NVLink-C2C on Grace systems), bytes/s per direction; 0 without one."""
+    return interconnect.host.bandwidth_per_direction_bytes_per_s if interconnect.host is not None else 0.0
 
 
 def _engine(
     body: ServingRequest, model: roofline.Transformer, system: roofline.System, par: ServingParallelism,
-    opts: EngineOptions, replicas: int, where: str,
+    opts: EngineOptions, replicas: int, where: str, router: str = "round_robin", host: float = 0.0,
 ) -> EngineSpec:  # fmt: skip
     run = inference_run(
         model, system, roofline.Workload.uniform(1, 1, 1),
@@ -61,7 +73,7 @@ def _engine(
     except roofline.InferenceConfigError as err:
         field = err.field.replace("parallelism.data", "parallelism.attention_data")
         raise InvalidField(f"{where}.{field}", err.message) from None
-    return EngineSpec(run, _scheduler(opts), replicas, opts.memory_fraction)
+    return EngineSpec(run, _scheduler(opts, router, host), replicas, opts.memory_fraction)
 
 
 def _lengths(rng: np.random.Generator, spec: Lengths, count: int, field: str) -> np.ndarray:
@@ -81,25 +93,30 @@ def serving_requests(body: ServingRequest, context_limit: int, trace: Trace | No
             where = "body.load.trace"
             r = load.trace
             trace = trace_of("load.trace", TraceFormat.json, [x.arrival_s for x in r], [x.prompt_tokens for x in r],
-                             [x.output_tokens for x in r], field=where)  # fmt: skip
+                             [x.output_tokens for x in r], field=where, shared=shared_columns(r))  # fmt: skip
         elif trace is None:
             raise ValueError("load.trace_id names a stored trace: pass it as `trace`")
         else:
             where = "body.load.trace_id"
-        requests = Requests(trace.prompt_tokens, trace.output_tokens, trace.arrival_s, 0)
+        opts = body.engine if body.prefill is None else body.prefill.engine
+        requests = trace_requests(trace, opts.kv_block_tokens)
     else:
         assert load.prompt_tokens is not None and load.output_tokens is not None
         prompt = _lengths(rng, load.prompt_tokens, load.requests, "body.load.prompt_tokens")
         output = _lengths(rng, load.output_tokens, load.requests, "body.load.output_tokens")
         where = "body.load.prompt_tokens"
-        if load.concurrency is not None:
+        if load.prefix_tokens is not None or load.sessions is not None:
+            opts = body.engine if body.prefill is None else body.prefill.engine
+            requests = shared_requests(load, rng, prompt, output, opts.kv_block_tokens, context_limit)
+            where = "body.load"
+        elif load.concurrency is not None:
             requests = Requests(prompt, output, None, load.concurrency)
         else:
             assert load.rate_per_s is not None
             times = draw.arrivals(rng, load.requests, load.rate_per_s, str(load.arrival), load.arrival_cv)
             requests = Requests(prompt, output, times, 0)
     drawn = load.trace is None and load.trace_id is None and (load.prompt_tokens, load.output_tokens) != (None, None)
-    if drawn and any(spec is not None and spec.kind is not LengthKind.fixed
+    if drawn and where != "body.load" and any(spec is not None and spec.kind is not LengthKind.fixed
                      for spec in (load.prompt_tokens, load.output_tokens)):  # fmt: skip
         # Lengths drawn from a distribution are cut at the model's context, as a client truncates its inputs.
         prompt = np.minimum(requests.prompt, context_limit - 1)
@@ -127,16 +144,19 @@ def estimate_serving(
     """Simulate a serving request; the response as a plain dict with `ServingRead`'s fields. `trace`: the stored
     trace `load.trace_id` names. `roofline.Stopped` if `should_stop` answers true before the simulation ends."""
     model_spec, model_name = model
-    _hw_spec, hw_name, system = hardware
+    hw_spec, hw_name, system = hardware
+    host = host_link(hw_spec.interconnect)
     core_model = transformer(model_spec, None)
     requests = serving_requests(body, model_spec.max_context_tokens, trace)
     if body.mode is Mode.aggregated:
-        front = _engine(body, core_model, system, body.parallelism, body.engine, body.replicas, "body")
+        front = _engine(body, core_model, system, body.parallelism, body.engine, body.replicas, "body",
+                        str(body.router), host)  # fmt: skip
         back = None
     else:
         assert body.prefill is not None and body.decode is not None
         pre, dec = body.prefill, body.decode
-        front = _engine(body, core_model, system, pre.parallelism, pre.engine, pre.workers, "body.prefill")
+        front = _engine(body, core_model, system, pre.parallelism, pre.engine, pre.workers, "body.prefill",
+                        str(body.router), host)  # fmt: skip
         back = _engine(body, core_model, system, dec.parallelism, dec.engine, dec.workers, "body.decode")
     if body.load.concurrency is not None and body.load.concurrency > body.load.requests:
         raise InvalidField("body.load.requests", f"at least the concurrency ({body.load.concurrency})")
@@ -155,13 +175,25 @@ def estimate_serving(
         prepared=ready,
         should_stop=should_stop or (lambda: False),
     )
-    return render_serving(body, model_name, hw_name, est, ready)
+    doc = render_serving(body, model_name, hw_name, est, ready)
+    doc["prefix_cache"] = prefix_cache_read(est.caches, requests.hash_block)
+    return doc
 
 
 def check_work(body: ServingRequest, requests: Requests, ready: roofline.serving.ServingRun) -> None:
     """`InvalidField` when the simulation would run more event loops (aggregated) or route more engine × request
     pairs (disaggregated) than `schemas.limits` allows, before any runs."""
     n = requests.count
+    if ready.back is None and roofline.serving.shared(requests, ready.front):
+        engines = min(ready.front.engines, n)  # one loop over every engine: each event may look at all of them
+        if engines * n > limits.MAX_SERVING_ENGINE_REQUESTS:
+            raise InvalidField(
+                "body.replicas",
+                f"{engines} engines that share one loop (a router, prefix caches or sessions) × {n} requests is "
+                f"{engines * n} engine-requests; at most {limits.MAX_SERVING_ENGINE_REQUESTS} are allowed: fewer "
+                "replicas or requests",
+            )
+        return
     if ready.back is None:
         loops = roofline.serving.loops(requests, ready.front)
         if loops > limits.MAX_SERVING_LOOPS:

@@ -15,13 +15,14 @@ from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
 from adapters._plan_export import Shape, export
 from adapters._serving import _lengths, _scheduler, band_stats
+from adapters._sharing import shared_requests, trace_requests
 from adapters._traces import Trace
-from roofline.serving import Deployment, EngineSpec, Targets
+from roofline.serving import Deployment, EngineSpec, Requests, Targets
 from schemas import limits
 from schemas.inference import Dtypes, Implementation
 from schemas.models import ModelSpec
 from schemas.plan import PlanRequest, Role
-from schemas.serving import Lengths, Mode
+from schemas.serving import Lengths, Load, Mode
 
 MAX_INVALID_LISTED = 20
 LENGTH_SAMPLES = 4096
@@ -31,10 +32,14 @@ LENGTH_SAMPLES = 4096
 PLAN_DEADLINE_S = 15.0
 
 
+SESSION_WAVE = 64  # sessions whose turns a plan interleaves: a session's next turn comes ~64 requests later
+
+
 @dataclass(frozen=True)
 class Hardware:
     name: str
     system: roofline.System
+    host_link_bytes_per_s: float = 0.0  # the profile's host link (0: none)
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class Candidate:
     mode: Mode
     dtypes: Dtypes
     units: tuple[Shape, ...]  # aggregated: one; disaggregated: prefill, decode
+    caching: bool = True  # prefix caching
+    host: float = 0.0  # host tier bytes per device
 
     def label(self, hardware: str) -> str:
         parts = [hardware, self.mode.value]
@@ -56,6 +63,10 @@ class Candidate:
             parts.append(f"{role}{par} seqs {u.max_num_seqs} tokens {u.max_num_batched_tokens}")
         d = self.dtypes
         parts.append(f"{d.weights.value}/{d.activations.value}" + (f" kv {d.kv_cache.value}" if d.kv_cache else ""))
+        if not self.caching:  # the engines' default, prefix caching without a host tier, goes without saying
+            parts.append("no prefix cache")
+        elif self.host:
+            parts.append(f"prefix cache + host {self.host / 1e9:g} GB")
         return " · ".join(parts)
 
 
@@ -120,22 +131,84 @@ def candidates(body: PlanRequest, hardware_count: int) -> list[Candidate]:
     """Every candidate of the search, in a fixed order (hardware, dtypes, mode, parallelism, batch, budget)."""
     s, e = body.search, body.engine
     out: list[Candidate] = []
+    caching = s.caching(e)
     for h, dtypes, mode in itertools.product(range(hardware_count), s.dtypes, s.modes):
         for p, x, seqs, budget in itertools.product(s.pipeline, s.expert, s.max_num_seqs, s.max_num_batched_tokens):
             if mode is Mode.aggregated:
-                for t in s.tensor:
-                    out.append(Candidate(h, mode, dtypes, (Shape(Role.aggregated, 1, t, p, x, seqs, budget),)))
+                for t, (cache, host) in itertools.product(s.tensor, caching):
+                    unit = (Shape(Role.aggregated, 1, t, p, x, seqs, budget),)
+                    out.append(Candidate(h, mode, dtypes, unit, cache, host))
                 continue
-            for r, tp, td in itertools.product(s.ratios, s.tensor, s.tensor):
+            for r, tp, td, (cache, host) in itertools.product(s.ratios, s.tensor, s.tensor, caching):
                 prefill = Shape(Role.prefill, r.prefill, tp, p, x, e.max_num_seqs, budget)
                 decode = Shape(Role.decode, r.decode, td, p, x, seqs, max(seqs, e.max_num_batched_tokens))
-                out.append(Candidate(h, mode, dtypes, (prefill, decode)))
+                out.append(Candidate(h, mode, dtypes, (prefill, decode), cache, host))
     return out
+
+
+def engine_options(body: PlanRequest, c: Candidate) -> Any:
+    """The request's engine options with the candidate's prefix caching and host tier."""
+    return body.engine.model_copy(update={"prefix_caching": c.caching, "host_cache_bytes": c.host})
+
+
+def traffic_sample(body: PlanRequest, context: int, trace: Trace | None = None) -> Requests | None:
+    """The traffic's requests when they share prefixes, in the order the planner replays them (None: they share
+    nothing): drawn as a serving load's (`LENGTH_SAMPLES` of them; sessions' turns interleaved `SESSION_WAVE`
+    sessions at a time, so that a turn comes after the one before it has ended), or a stored trace's in order
+    (at most `roofline.serving` check's most requests; its sessions' turns as recorded)."""
+    t = body.traffic
+    block = body.engine.kv_block_tokens
+    if trace is not None and trace.sharing is not None:
+        shared = trace_requests(trace, block)
+        if shared.hashes is None:
+            return None
+        keep = min(shared.count, 20_000)
+        return _first(shared, keep)
+    if t.prefix_tokens is None and t.sessions is None:
+        return None
+    assert t.prompt_tokens is not None and t.output_tokens is not None
+    lengths = [v if isinstance(v, Lengths) else Lengths(value=v) for v in (t.prompt_tokens, t.output_tokens)]
+    load = Load(
+        rate_per_s=1.0, requests=LENGTH_SAMPLES, prompt_tokens=lengths[0], output_tokens=lengths[1],
+        prefix_tokens=t.prefix_tokens, prefix_groups=t.prefix_groups, sessions=t.sessions, seed=t.seed,
+    )  # fmt: skip
+    rng = np.random.default_rng(t.seed)
+    new = np.minimum(_lengths(rng, lengths[0], LENGTH_SAMPLES, "body.traffic.prompt_tokens"), context - 1)
+    out = np.minimum(_lengths(rng, lengths[1], LENGTH_SAMPLES, "body.traffic.output_tokens"), context - 1)
+    try:
+        shared = shared_requests(load, rng, new, out, block, context)
+    except InvalidField as err:
+        raise InvalidField(err.field.replace("body.load", "body.traffic"), err.message) from None
+    if shared.after is None:
+        return replace_order(shared, np.arange(shared.count))
+    # turn k of each session in a wave of SESSION_WAVE sessions, then turn k + 1 of each, …
+    first = shared.after < 0
+    session = np.cumsum(first) - 1
+    turn = np.arange(shared.count) - np.flatnonzero(first)[session]
+    order = np.lexsort((session, turn, session // SESSION_WAVE))
+    return replace_order(shared, order)
+
+
+def _first(r: Requests, n: int) -> Requests:
+    assert r.hashes is not None and r.hash_starts is not None
+    starts = r.hash_starts[: n + 1]
+    return Requests(r.prompt[:n], r.output[:n], None, 0, r.hashes[: int(starts[-1])], starts, r.hash_block)
+
+
+def replace_order(r: Requests, order: np.ndarray) -> Requests:
+    """The requests in `order`, their chains with them, without arrivals or sessions' timing."""
+    assert r.hashes is not None and r.hash_starts is not None
+    counts = np.diff(r.hash_starts)[order]
+    starts = np.zeros(order.size + 1, dtype=np.int64)
+    starts[1:] = np.cumsum(counts)
+    pieces = [r.hashes[r.hash_starts[i] : r.hash_starts[i + 1]] for i in order.tolist()]
+    hashes = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    return Requests(r.prompt[order], r.output[order], None, 0, hashes, starts, r.hash_block)
 
 
 def _spec(
     body: PlanRequest, model: roofline.Transformer, system: roofline.System, c: Candidate, u: Shape,
-    runs: dict[tuple[Any, ...], roofline.InferenceRun],
+    runs: dict[tuple[Any, ...], roofline.InferenceRun], host_link: float = 0.0,
 ) -> EngineSpec:  # fmt: skip
     key = (c.hardware, c.dtypes.model_dump_json(), u.tensor, u.pipeline, u.expert)
     run = runs.get(key)
@@ -147,10 +220,11 @@ def _spec(
         )  # fmt: skip
         roofline.validate_inference(run)  # the layout on the profile's fabric too (whole nodes)
         runs[key] = run
-    opts = body.engine.model_copy(
+    opts = engine_options(body, c).model_copy(
         update={"max_num_seqs": u.max_num_seqs, "max_num_batched_tokens": u.max_num_batched_tokens}
     )
-    return EngineSpec(run, _scheduler(opts), u.workers, opts.memory_fraction)
+    host = host_link if u.role is not Role.decode else 0.0
+    return EngineSpec(run, _scheduler(opts, host=host), u.workers, opts.memory_fraction)
 
 
 @dataclass(frozen=True)
@@ -176,6 +250,9 @@ def plan_serving(
     model_spec, model_name = model
     core_model = transformer(model_spec, None)
     prompt, output = traffic_lengths(body, model_spec.max_context_tokens, trace)
+    sample = traffic_sample(body, model_spec.max_context_tokens, trace)
+    if sample is not None:
+        prompt, output = sample.prompt, sample.output
     demand = demand_requests_per_s(body, output, trace)
     all_candidates = candidates(body, len(hardware))
     deployments: list[Deployment] = []
@@ -185,7 +262,7 @@ def plan_serving(
     for c in all_candidates:
         hw = hardware[c.hardware]
         try:
-            specs = [_spec(body, core_model, hw.system, c, u, runs) for u in c.units]
+            specs = [_spec(body, core_model, hw.system, c, u, runs, hw.host_link_bytes_per_s) for u in c.units]
         except ValueError as err:
             invalid.append(f"{c.label(hw.name)}: {err}")
             continue
@@ -196,7 +273,7 @@ def plan_serving(
     targets = Targets(o.ttft_s, o.tpot_s, o.e2e_s, o.percentile.value, o.margin)
     result = roofline.serving.plan_serving(
         deployments, prices, prompt, output, targets, demand, body.max_results, body.traffic.seed,
-        body.search.max_devices, limits.MAX_DEVICES, stop,
+        body.search.max_devices, limits.MAX_DEVICES, stop, sample,
     )  # fmt: skip
     for i, field, message in result.invalid:
         c = kept[i]
@@ -270,7 +347,8 @@ def render(
             "cost_per_million_tokens":
                 None if cost is None else cost / SECONDS_PER_HOUR / demand_tokens_per_s * 1e6,
             "surface_error": e.point.surface_error,
-            "export": export(model_spec, model_name, body.engine, c.dtypes, c.units, specs, e.sized.units, longest),
+            "export": export(model_spec, model_name, engine_options(body, c), c.dtypes, c.units, specs, e.sized.units,
+                             longest),
         }  # fmt: skip
 
     frontier = []

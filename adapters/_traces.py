@@ -9,7 +9,13 @@ File formats (the columns are matched by name, case and surrounding spaces ignor
   `TIMESTAMP` (a date and time), `ContextTokens`, `GeneratedTokens`;
 - BurstGPT (HPMLL/BurstGPT, `BurstGPT_*.csv`): CSV, `Timestamp` (seconds), `Request tokens`, `Response tokens`;
 - the Mooncake traces (kvcache-ai/Mooncake, `FAST25-release/traces`): JSON Lines, `timestamp` (milliseconds),
-  `input_length`, `output_length`.
+  `input_length`, `output_length`, and `hash_ids`, the prompt's blocks of 512 tokens, kept.
+
+Sharing (issue 41), optional: Ridgeline's JSON and JSON Lines take `prefix_hashes` (the prompt's blocks of
+`hash_block_tokens`, 512 unless a JSON document says otherwise: equal hashes at a position are the same tokens),
+`session` and `turn` (a session's turns are sent in turn order, each no earlier than the turn before it ends); its
+CSV takes `session` and `turn` columns. They are stored with the columns (`TraceSharing`) and enter the digest only
+when present, so a trace without them keeps its id.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from numpy.typing import NDArray
 
 from adapters._errors import InvalidField
 from adapters._json import check_json, depth_error
+from adapters._trace_sharing import SHARING_MAGIC, SharedColumns, TraceSharing
 from schemas import limits
 from schemas.traces import TraceFormat
 
@@ -53,18 +60,21 @@ _FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
 
 @dataclass(frozen=True)
 class Trace:
-    """A checked trace: arrivals in seconds from the first (non-decreasing), lengths in tokens (1 … MAX_TOKENS)."""
+    """A checked trace: arrivals in seconds from the first (non-decreasing), lengths in tokens (1 … MAX_TOKENS);
+    `sharing`: its prefix hashes and sessions (None: independent requests)."""
 
     name: str
     format: TraceFormat
     arrival_s: NDArray[np.float64]
     prompt_tokens: NDArray[np.int64]
     output_tokens: NDArray[np.int64]
+    sharing: TraceSharing | None = None
 
     @property
     def id(self) -> str:
-        """`tr_` and the first 24 hex digits of the SHA-256 of the three columns (little-endian float64, int64)."""
-        digest = hashlib.sha256(self._raw()).hexdigest()
+        """`tr_` and the first 24 hex digits of the SHA-256 of the three columns (little-endian float64, int64),
+        and of the sharing columns when there are any."""
+        digest = hashlib.sha256(self._raw() + (self.sharing.raw() if self.sharing else b"")).hexdigest()
         return f"tr_{digest[:24]}"
 
     def _raw(self) -> bytes:
@@ -74,8 +84,10 @@ class Trace:
         )
 
     def encode(self) -> bytes:
-        """The columns for storage: zlib-compressed, the row count first (8 bytes, little-endian)."""
-        return zlib.compress(len(self.arrival_s).to_bytes(8, "little") + self._raw(), 6)
+        """The columns for storage: zlib-compressed, the row count first (8 bytes, little-endian), the sharing
+        columns after the three when there are any."""
+        extra = self.sharing.raw() if self.sharing else b""
+        return zlib.compress(len(self.arrival_s).to_bytes(8, "little") + self._raw() + extra, 6)
 
     @property
     def duration_s(self) -> float:
@@ -106,11 +118,14 @@ def decode_trace(name: str, fmt: str, data: bytes) -> Trace:
     arrival = np.frombuffer(raw, dtype="<f8", count=n, offset=8).astype(np.float64)
     prompt = np.frombuffer(raw, dtype="<i8", count=n, offset=8 + 8 * n).astype(np.int64)
     output = np.frombuffer(raw, dtype="<i8", count=n, offset=8 + 16 * n).astype(np.int64)
-    return Trace(name, TraceFormat(fmt), arrival, prompt, output)
+    rest = raw[8 + 24 * n :]
+    sharing = TraceSharing.decode(rest, n) if rest.startswith(SHARING_MAGIC) else None
+    return Trace(name, TraceFormat(fmt), arrival, prompt, output, sharing)
 
 
 def trace_of(name: str, fmt: TraceFormat, arrivals: Sequence[float], prompts: Sequence[int], outputs: Sequence[int],
-             lines: Sequence[int] | None = None, field: str = "body.requests") -> Trace:  # fmt: skip
+             lines: Sequence[int] | None = None, field: str = "body.requests",
+             shared: SharedColumns | None = None) -> Trace:  # fmt: skip
     """A checked trace from its columns, arrivals made relative to the first. `lines`: each request's line in the
     file, for the error messages (None: a JSON document, whose requests are numbered); `field`: the requests' path
     in the request body (an uploaded trace's `body.requests`, a serving load's `body.load.trace`). The count is
@@ -145,7 +160,8 @@ def trace_of(name: str, fmt: TraceFormat, arrivals: Sequence[float], prompts: Se
             f"{field}.{len(relative) - 1}.arrival_s",
             f"the trace spans {relative[-1]:.6g} s: at most {limits.MAX_SECONDS:.0f} s from its first request",
         )
-    return Trace(name, fmt, relative, np.asarray(prompts, np.int64), np.asarray(outputs, np.int64))
+    sharing = None if shared is None or shared.empty else shared.check(prompts, field, where)
+    return Trace(name, fmt, relative, np.asarray(prompts, np.int64), np.asarray(outputs, np.int64), sharing)
 
 
 def media_type(content_type: str | None) -> str:
@@ -220,6 +236,7 @@ class _Columns:
 
     def __init__(self, unit: float | None, names: tuple[str, str, str]) -> None:
         self.unit, self.names = unit, names
+        self.shared = SharedColumns()
         self.arrivals: list[float] = []
         self.prompts: list[int] = []
         self.outputs: list[int] = []
@@ -247,7 +264,7 @@ class _Columns:
         self.lines.append(line)
 
     def trace(self, name: str, fmt: TraceFormat) -> Trace:
-        return trace_of(name, fmt, self.arrivals, self.prompts, self.outputs, self.lines)
+        return trace_of(name, fmt, self.arrivals, self.prompts, self.outputs, self.lines, shared=self.shared)
 
 
 def _csv(text: str, name: str) -> Trace:
@@ -266,6 +283,8 @@ def _csv(text: str, name: str) -> Trace:
     fmt, names, unit = matched
     index = [header.index(n) for n in names]
     columns = _Columns(unit, names)
+    extra = {key: header.index(found) for key, found in {_norm(h): h for h in header}.items()
+             if key in ("session", "turn")} if fmt is TraceFormat.csv else {}  # fmt: skip
     try:
         for row in reader:
             if not row or all(not cell.strip() for cell in row):
@@ -274,6 +293,9 @@ def _csv(text: str, name: str) -> Trace:
             if len(row) <= max(index):
                 raise InvalidField("body", f"line {line}: {len(row)} values where the header has {len(header)}")
             columns.add(line, (row[index[0]], row[index[1]], row[index[2]]))
+            cells = {key: row[at].strip() if at < len(row) else None for key, at in extra.items()}
+            columns.shared.add(len(columns.arrivals) - 1, cells, ("prefix_hashes", "session", "turn"),
+                               f"line {line}: ")  # fmt: skip
     except csv.Error as err:
         raise InvalidField("body", f"line {reader.line_num}: not CSV ({err})") from None
     return columns.trace(name, fmt)
@@ -318,6 +340,8 @@ def _jsonl(text: str, name: str) -> Trace:
                 f"line {line}: no {missing[0]!r}",
             )
         columns.add(line, (doc[columns.names[0]], doc[columns.names[1]], doc[columns.names[2]]))
+        keys = ("hash_ids", "session", "turn") if fmt is TraceFormat.mooncake else ("prefix_hashes", "session", "turn")
+        columns.shared.add(len(columns.arrivals) - 1, doc, keys, f"line {line}: ")
     if columns is None:
         raise InvalidField("body", "an empty file: a trace needs at least one request")
     return columns.trace(name, fmt)

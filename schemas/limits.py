@@ -63,6 +63,13 @@ MAX_SERVING_LOOPS = 4096
 # 2-core host: 2²², 64 engines of each pool under 32 768 overloading requests, took 12 s there (one engine each: 3 s),
 # inside the 30 s request time limit. More is a 422 naming the larger pool.
 MAX_SERVING_ENGINE_REQUESTS = 1 << 22
+# Loads that share prefixes (issue 41): each request's prompt is a chain of block hashes the simulator walks; a
+# shared load (prefix groups, sessions) or a trace holds at most 2²³ hashes in all (64 MiB of int64; 10 000 session
+# turns of ~4 000 tokens in blocks of 32 are 1.2 M). More is a 422 naming body.load (or the trace).
+MAX_SHARED_BLOCKS = 1 << 23
+MAX_PREFIX_GROUPS = 100_000  # prefix_groups.count: at most one group per request
+MAX_SESSION_TURNS = 10_000  # turns of one session
+MAX_HOST_CACHE_BYTES = 1e15  # host_cache_bytes: 1 PB, past any node's memory
 MAX_SERVING_SEQS = 65_536  # max_num_seqs: the iteration-time surface has one point per sequence count up to 512
 MAX_KV_BLOCK_TOKENS = 1024  # vLLM's largest --block-size choice is 128; TensorRT-LLM's tokens_per_block is 8-128
 MAX_DECODE_SAMPLES = 1 << 17  # decode steps evaluated one by one (beyond: interpolated)

@@ -20,7 +20,8 @@ from schemas import limits
 from schemas.common import PositiveFloat
 from schemas.estimates import HardwareRef, Options
 from schemas.inference import Degree, Dtypes, ModelRef, PlainPaths, Tokens
-from schemas.serving import EngineOptions, Lengths, Mode, Stats
+from schemas.serving import EngineOptions, Lengths, Mode, Sessions, Stats
+from schemas.sharing import PrefixGroups
 from schemas.traces import TraceId
 
 MAX_CANDIDATES = limits.MAX_SERVING_PLAN_CANDIDATES
@@ -43,6 +44,16 @@ class Traffic(PlainPaths):
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = Field(
         default=0, description="Seeds the lengths drawn and the arrivals of the traffic check."
     )
+    prefix_tokens: Annotated[int, Field(ge=1, le=limits.MAX_TOKENS)] | None = Field(
+        default=None, description="A prefix of this many tokens before every prompt (or each group's: prefix_groups)."
+    )
+    prefix_groups: PrefixGroups | None = None
+    sessions: Sessions | None = Field(
+        default=None,
+        description="Multi-turn sessions: each turn's prompt is its session's history and prompt_tokens new tokens. "
+        "The planner replays the turns in order, a session's next turn about a batch of requests after the one "
+        "before (think times are not simulated: its closed loop and Poisson check send requests, not sessions).",
+    )
 
     def longest_prompt(self) -> int:
         """The longest prompt the traffic sends, as far as its description bounds it (a distribution: its upper
@@ -62,7 +73,11 @@ class Traffic(PlainPaths):
     def _one_rate(self) -> Traffic:
         rates = (self.requests_per_s is not None) + (self.output_tokens_per_s is not None)
         lengths = (self.prompt_tokens is not None) + (self.output_tokens is not None)
+        if self.prefix_groups is not None and self.prefix_tokens is None:
+            raise ValueError("prefix_groups needs prefix_tokens: the length of each group's prefix")
         if self.trace_id is not None:
+            if self.prefix_tokens is not None or self.sessions is not None:
+                raise ValueError("a trace carries its own sharing: prefix_tokens and sessions go with no trace_id")
             if lengths:
                 raise ValueError("a trace gives the lengths: prompt_tokens and output_tokens go with no trace_id")
             if rates > 1:
@@ -143,6 +158,24 @@ class Search(PlainPaths):
     max_devices: Annotated[int, Field(ge=1, le=limits.MAX_DEVICES)] | None = Field(
         default=None, description="Fleets of more devices are left out."
     )
+    prefix_caching: list[bool] | None = Field(
+        default=None, min_length=1, max_length=2,
+        description="Prefix caching on and off (null: engine.prefix_caching only); it matters for traffic that shares.",
+    )  # fmt: skip
+    host_cache_bytes: list[Annotated[float, Field(ge=0, le=limits.MAX_HOST_CACHE_BYTES)]] | None = Field(
+        default=None, min_length=1, max_length=8,
+        description="Host tiers per device to try (null: engine.host_cache_bytes only; each needs a host link).",
+    )  # fmt: skip
+
+    def caching(self, engine: EngineOptions) -> list[tuple[bool, float]]:
+        """(prefix caching, host cache bytes) pairs searched: a host tier only with caching on."""
+        flags = self.prefix_caching or [engine.prefix_caching]
+        hosts = list(dict.fromkeys(self.host_cache_bytes or [engine.host_cache_bytes]))
+        return [(True, h) for h in hosts if True in flags] + ([(False, 0.0)] if False in flags else [])
+
+    def _variants(self) -> int:
+        """Caching variants searched, at most."""
+        return len(self.prefix_caching or [True]) * len(self.host_cache_bytes or [0.0])
 
     @field_validator("tensor", "pipeline", "expert", "max_num_seqs", "max_num_batched_tokens")
     @classmethod
@@ -160,7 +193,7 @@ class Search(PlainPaths):
             for decode, tensors in self._pools():
                 for seqs in self.max_num_seqs:
                     total += tensors * (2 * p * decode * seqs + 64) * per_request
-        return total * len(self.expert) * len(self.dtypes)
+        return total * len(self.expert) * len(self.dtypes) * self._variants()
 
     def check_work(self, hardware: int, prompt: int) -> None:
         """ValueError when the search, over `hardware` profiles with prompts up to `prompt` tokens, would simulate
@@ -194,7 +227,7 @@ class Search(PlainPaths):
             per += t
         if Mode.disaggregated in self.modes:
             per += t * t * len(self.ratios)
-        return per * shared
+        return per * shared * self._variants()
 
 
 class PlanRequest(PlainPaths):

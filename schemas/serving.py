@@ -19,6 +19,7 @@ from schemas import limits
 from schemas.common import InputModel, PositiveFloat
 from schemas.estimates import EstimateContext
 from schemas.inference import AllReduceImpl, Degree, Dtypes, Fleet, ModelRef, PlainPaths, Tokens
+from schemas.sharing import PrefixCacheRead, PrefixGroups, Router, ThinkTime
 from schemas.traces import TraceId, TraceRequest
 
 
@@ -115,6 +116,19 @@ class EngineOptions(InputModel):
     speculative: SpeculativeOptions | None = Field(
         default=None, description="Speculative decoding (null: one token per sequence per iteration)."
     )
+    prefix_caching: bool = Field(
+        default=True,
+        description="Keep computed KV blocks, named by their prefix, after their request ends, and reuse them for "
+        "later prompts that start the same way, evicting least recently used (vLLM --enable-prefix-caching, on by "
+        "default in V1; SGLang's radix cache, on unless --disable-radix-cache; TensorRT-LLM "
+        "kv_cache_config.enable_block_reuse, on by default). It matters only for loads that share prefixes.",
+    )
+    host_cache_bytes: Annotated[float, Field(ge=0, le=limits.MAX_HOST_CACHE_BYTES)] = Field(
+        default=0.0,
+        description="Host memory per device for KV blocks evicted from the device (0: none; vLLM's CPU offloading "
+        "connector, SGLang --enable-hierarchical-cache): each device keeps its share of a block there, and a block "
+        "coming back crosses each device's host link (PCIe or C2C), which the profile must have.",
+    )
     all_reduce: AllReduceImpl = Field(
         default=AllReduceImpl.custom,
         description="The tensor-parallel all-reduce. custom (the engines' default: TensorRT-LLM's AUTO strategy, "
@@ -179,6 +193,16 @@ class Lengths(InputModel):
         return self
 
 
+class Sessions(InputModel):
+    """Multi-turn sessions: each has `turns` turns; a turn's prompt is the session's history (every prompt and answer
+    so far) and `load.prompt_tokens` new tokens, its answer `load.output_tokens`; the next turn is sent `think_s`
+    after the answer ends. With `rate_per_s`, sessions start at that rate; with `concurrency`, that many users each
+    run one session after another. `load.requests` counts turns."""
+
+    turns: Lengths = Field(description="Turns per session (fixed or a distribution; at least 1).")
+    think_s: ThinkTime = Field(default_factory=lambda: ThinkTime(value=0.0))
+
+
 class ArrivalProcess(StrEnum):
     poisson = "poisson"
     gamma = "gamma"
@@ -203,6 +227,15 @@ class Load(InputModel):
     prompt_tokens: Lengths | None = None
     output_tokens: Lengths | None = None
     seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+    prefix_tokens: Annotated[int, Field(ge=1, le=limits.MAX_TOKENS)] | None = Field(
+        default=None,
+        description="A prefix of this many tokens (a system prompt, tool schemas, a document) starts every prompt, "
+        "before its prompt_tokens (or each group's own: prefix_groups).",
+    )
+    prefix_groups: PrefixGroups | None = Field(
+        default=None, description="Groups with a prefix of prefix_tokens each (null: one, shared by all)."
+    )
+    sessions: Sessions | None = Field(default=None, description="Multi-turn sessions (null: independent requests).")
 
     @model_validator(mode="after")
     def _one_load(self) -> Load:
@@ -211,7 +244,18 @@ class Load(InputModel):
             raise ValueError("exactly one of concurrency, rate_per_s, trace and trace_id")
         if self.trace is None and self.trace_id is None and (self.prompt_tokens is None or self.output_tokens is None):
             raise ValueError("prompt_tokens and output_tokens are needed unless a trace gives them")
+        traced = self.trace is not None or self.trace_id is not None
+        for name in ("prefix_tokens", "prefix_groups", "sessions"):
+            if traced and getattr(self, name) is not None:
+                _refuse_load(name, getattr(self, name), "a trace carries its own sharing (prefix hashes, sessions)")
+        if self.prefix_groups is not None and self.prefix_tokens is None:
+            _refuse_load("prefix_groups", self.prefix_groups, "needs prefix_tokens: the length of each group's prefix")
         return self
+
+
+def _refuse_load(field: str, value: Any, message: str) -> NoReturn:
+    detail = InitErrorDetails(type="value_error", loc=(field,), input=value, ctx={"error": ValueError(message)})
+    raise ValidationError.from_exception_data("Load", [detail])
 
 
 class Objectives(InputModel):
@@ -228,6 +272,14 @@ class ServingRequest(EstimateContext, PlainPaths):
     replicas: Fleet = Field(default=1, description="Aggregated: engines, each on `parallelism`'s devices.")
     parallelism: ServingParallelism = Field(default_factory=ServingParallelism)
     engine: EngineOptions = Field(default_factory=EngineOptions)
+    router: Router = Field(
+        default=Router.round_robin,
+        description="How requests are spread over the replicas (aggregated) or prefill workers (disaggregated; "
+        "round_robin there is the least loaded, as before): round_robin; least_loaded (fewest requests held); "
+        "prefix_aware: the engine whose cache holds the longest prefix of the prompt, over half of it, unless its "
+        "load exceeds the least loaded engine's by more than 32 requests (SGLang router's cache-aware policy, "
+        "llm-d's prefix-cache scorer), else the least loaded.",
+    )
     prefill: WorkerPool | None = Field(default=None, description="Disaggregated: the prefill workers.")
     decode: WorkerPool | None = Field(default=None, description="Disaggregated: the decode workers.")
     dtypes: Dtypes = Field(default_factory=Dtypes)
@@ -314,6 +366,9 @@ class ServingRead(BaseModel):
     prefill_share: float = Field(description="Prefill tokens' share of iteration time.")
     iterations: int
     max_batched_tokens: int
+    prefix_cache: PrefixCacheRead | None = Field(
+        default=None, description="Prefix caching, when the load shares prefixes and the engines cache them."
+    )
     goodput_requests_per_s: float
     goodput_fraction: float
     cost_per_million_output_tokens: float | None = None

@@ -27,19 +27,40 @@ TraceId = Annotated[
 TraceName = ShortText
 
 
+HashId = Annotated[int, Field(ge=0, le=2**63 - 1)]
+Ordinal = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
 class TraceRequest(InputModel):
     """One recorded request: when it arrived (seconds, any origin: a trace is replayed from its first arrival) and
-    its prompt and output lengths in tokens."""
+    its prompt and output lengths in tokens; optionally what it shares with others: its prompt's block hashes and
+    its session and turn."""
 
     arrival_s: Annotated[float, Field(ge=0, le=limits.MAX_SECONDS)]
     prompt_tokens: Tokens
     output_tokens: Tokens
+    prefix_hashes: list[HashId] | None = Field(
+        default=None,
+        max_length=limits.MAX_TOKENS,
+        description="The prompt's blocks of hash_block_tokens (512 for a serving load's inline trace), in order, at "
+        "most ⌈prompt_tokens / block⌉: equal hashes at a position are the same tokens up to that block (Mooncake's "
+        "hash_ids). Prefix caching reuses the longest prefix found.",
+    )
+    session: Ordinal | None = Field(default=None, description="The session (conversation) the request is a turn of.")
+    turn: Ordinal | None = Field(
+        default=None,
+        description="Its turn in the session: a session's turns come in order, each sent no earlier than the turn "
+        "before it ends.",
+    )
 
 
 class TraceCreate(InputModel):
     """A trace as JSON. Arrivals never go backwards."""
 
     name: TraceName = "trace"
+    hash_block_tokens: Annotated[int, Field(ge=1, le=limits.MAX_TOKENS)] = Field(
+        default=512, description="Tokens per block of the requests' prefix_hashes (Mooncake's: 512)."
+    )
     requests: list[TraceRequest] = Field(min_length=1, max_length=limits.MAX_SERVING_REQUESTS)
 
 
@@ -51,7 +72,7 @@ class TraceFormat(StrEnum):
     jsonl = "jsonl"  # the same keys, one request per line
     azure = "azure"  # Azure LLM inference traces (CSV): TIMESTAMP, ContextTokens, GeneratedTokens
     burstgpt = "burstgpt"  # BurstGPT (CSV): Timestamp, Request tokens, Response tokens
-    mooncake = "mooncake"  # Mooncake traces (JSON Lines): timestamp (ms), input_length, output_length
+    mooncake = "mooncake"  # Mooncake traces (JSON Lines): timestamp (ms), input_length, output_length, hash_ids
 
 
 class TokenStats(BaseModel):

@@ -475,6 +475,18 @@ SERVING_EXAMPLES = {
                      "output_tokens": {"kind": "lognormal", "mean": 300, "std": 150}},
         },
     ),
+    "llama-8b-chat-sessions": Example(
+        summary="Llama 3 8B on 2 H100s behind the prefix-aware router: chat sessions of 1-8 turns after a "
+        "2 048-token system prompt, prefix caching on (the engines' default)",
+        value={
+            "model": "llama-3-8b", "hardware": "h100-sxm", "replicas": 2, "router": "prefix_aware",
+            "load": {"rate_per_s": 1, "requests": 1000, "seed": 1, "prefix_tokens": 2048,
+                     "sessions": {"turns": {"kind": "uniform", "low": 1, "high": 8},
+                                  "think_s": {"kind": "exponential", "mean": 10}},
+                     "prompt_tokens": {"kind": "lognormal", "mean": 200, "std": 100},
+                     "output_tokens": {"kind": "lognormal", "mean": 250, "std": 120}},
+        },
+    ),
     "deepseek-r1-mtp": Example(
         summary="DeepSeek-R1 on 8 B200s (TP8, block-scaled fp8) with its multi-token-prediction module: 1 draft "
         "token, 85 % kept (DeepSeek-V3 technical report §5.4.3: 85-90 % acceptance of the second token)",

@@ -16,11 +16,20 @@ speculative decoding; Little (1961) for L = λW.
 from __future__ import annotations
 
 from roofline._stop import StopCheck, never
-from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError, Speculation
+from roofline.serving._config import (
+    KV_POLICIES,
+    ROUTERS,
+    SCHEDULERS,
+    Requests,
+    Scheduler,
+    ServingConfigError,
+    Speculation,
+)
 from roofline.serving._deploy import (
     EngineSpec,
     PoolMemory,
     ServingRun,
+    host_blocks,
     kv_pool_blocks,
     pool_memory,
     prepare,
@@ -41,13 +50,16 @@ from roofline.serving._plan import (
     plan_serving,
     size,
 )
+from roofline.serving._prefix import CacheStats, replay
 from roofline.serving._results import Distribution, Objectives, ServingBand, ServingEstimate, band_factors, summarise
-from roofline.serving._simulator import Pool, Trace, loops, simulate
+from roofline.serving._simulator import Pool, Trace, loops, shared, simulate
 from roofline.serving._surface import IterationSurface
 
 __all__ = [
     "KV_POLICIES",
+    "ROUTERS",
     "SCHEDULERS",
+    "CacheStats",
     "Check",
     "Deployment",
     "Distribution",
@@ -73,6 +85,7 @@ __all__ = [
     "band_factors",
     "check_at_traffic",
     "estimate_serving",
+    "host_blocks",
     "kv_pool_blocks",
     "loops",
     "operating_point",
@@ -80,6 +93,8 @@ __all__ = [
     "plan_serving",
     "pool_memory",
     "prepare",
+    "replay",
+    "shared",
     "simulate",
     "size",
 ]

@@ -13,6 +13,7 @@ IntArray = NDArray[np.int64]
 
 SCHEDULERS = ("static", "continuous", "chunked")
 KV_POLICIES = ("reserve", "on_demand")
+ROUTERS = ("round_robin", "least_loaded", "prefix_aware")
 
 
 class ServingConfigError(ValueError):
@@ -83,17 +84,40 @@ class Scheduler:
     cuda_graphs: bool = True
     iteration_overhead_s: float = 0.0
     speculation: Speculation | None = None
+    # Prefix caching (`roofline.serving._prefix`): blocks named by their prefix stay cached after their request ends
+    # (vLLM --enable-prefix-caching, SGLang's radix cache, TensorRT-LLM enable_block_reuse); `host_cache_bytes` of
+    # host memory per device behind them, reached over a host link of `host_link_bytes_per_s` per direction
+    # (`prepare` turns them into `host_cache_blocks` engine blocks and `host_s_per_token`, a token's KV per device
+    # over the link); `router`: how requests are spread over the replicas (`ROUTERS`), `router_threshold` the load
+    # difference past which `prefix_aware` sends a request to the least loaded replica instead.
+    prefix_caching: bool = False
+    host_cache_bytes: float = 0.0
+    host_link_bytes_per_s: float = 0.0
+    host_cache_blocks: int = 0
+    host_s_per_token: float = 0.0
+    router: str = "round_robin"
+    router_threshold: int = 32
 
 
 @dataclass(frozen=True)
 class Requests:
     """The requests of a run. Closed loop (`concurrency` > 0): that many clients each send a request as soon as
-    their previous one ends, `prompt`/`output` in order; open loop: `arrival_s` gives each request's arrival."""
+    their previous one ends, `prompt`/`output` in order; open loop: `arrival_s` gives each request's arrival.
+
+    Sharing: `hashes[hash_starts[i]:hash_starts[i + 1]]` is request i's chain of block hashes, one per full block
+    of `hash_block` tokens of its prompt and, optionally, of its output (a later turn of its session reuses them),
+    each naming its block and every block before it. Sessions: request i is sent `think_s[i]` after request
+    `after[i]` ends, never before its own arrival (`after[i]` −1: at its arrival; open loops only)."""
 
     prompt: IntArray
     output: IntArray
     arrival_s: FloatArray | None = None
     concurrency: int = 0
+    hashes: IntArray | None = None
+    hash_starts: IntArray | None = None
+    hash_block: int = 0
+    after: IntArray | None = None
+    think_s: FloatArray | None = None
 
     @property
     def count(self) -> int:

@@ -74,12 +74,22 @@ def pool_memory(spec: EngineSpec) -> PoolMemory:
     return PoolMemory(capacity, model, spec.memory_fraction * capacity - model)
 
 
+def _kv_per_token(spec: EngineSpec, max_context: int) -> float:
+    """KV bytes one device holds per token (the busiest pipeline stage's layers, as the core counts them)."""
+    run = spec.run
+    per_token = kv_bytes_per_sequence(run.model, run.parallelism, run.precision, float(max_context)) / max_context
+    return per_token * (1.0 + draft_share(spec))
+
+
+def host_blocks(spec: EngineSpec, max_context: int) -> int:
+    """Engine blocks the host tier holds: `host_cache_bytes` per device over a block's KV on a device."""
+    return math.floor(spec.scheduler.host_cache_bytes / (_kv_per_token(spec, max_context) * spec.scheduler.block_size))
+
+
 def kv_pool_blocks(spec: EngineSpec, max_context: int) -> int:
     """Blocks of the paged KV pool on one device: memory the engine may use, less the weights and the activations of
     a full token budget, over one block's KV (the busiest pipeline stage's layers, as the core counts them)."""
-    run = spec.run
-    per_token = kv_bytes_per_sequence(run.model, run.parallelism, run.precision, float(max_context)) / max_context
-    per_token *= 1.0 + draft_share(spec)
+    per_token = _kv_per_token(spec, max_context)
     return max(0, math.floor(pool_memory(spec).pool / (per_token * spec.scheduler.block_size)))
 
 
@@ -128,6 +138,16 @@ def _pool(
     graph = KERNEL_FLOOR_S if sched.cuda_graphs and sched.kind != "static" else None
     surface = build(spec.run, max(tokens, 1), sched.max_num_seqs, longest, graph)
     scheduler = replace(sched, kv_blocks=per_engine)
+    if sched.host_cache_bytes > 0 and not decode_only:
+        if sched.host_link_bytes_per_s <= 0:
+            raise ServingConfigError(
+                f"{field}.host_cache_bytes",
+                f"{spec.run.system.hardware.name} has no host link to bring cached blocks back over",
+            )
+        # each device keeps its own share of a block's KV in host memory and moves it over its own link
+        per_token = _kv_per_token(spec, longest)
+        scheduler = replace(scheduler, host_cache_blocks=host_blocks(spec, longest),
+                            host_s_per_token=per_token / sched.host_link_bytes_per_s)  # fmt: skip
     hw = spec.run.system.hardware
     engines = spec.replicas * p * spec.run.parallelism.data  # attention data-parallel ranks schedule on their own
     return Pool(surface, scheduler, engines, hw.launch_s), per_engine, surface.error

@@ -15,6 +15,7 @@ from collections import deque
 from typing import Protocol
 
 from roofline.serving._config import Scheduler
+from roofline.serving._prefix import PrefixCache
 from roofline.serving._surface import IterationSurface
 
 INF = math.inf
@@ -31,6 +32,9 @@ class Loop(Protocol):
     version: list[int]
     reserve: list[int]
     preemptions: int
+    hash_block: int
+
+    def chain(self, rid: int) -> list[int]: ...
 
     def admitted(self, rid: int, now: float) -> None: ...
     def first_token(self, rid: int, now: float) -> None: ...
@@ -69,6 +73,13 @@ class Engine:
         # the iteration in flight
         self.k = 0
         self.chunks: list[tuple[int, int]] = []  # (request, tokens) computed this iteration
+        # prefix caching (prefill engines only: a decode worker receives its requests' KV cache whole)
+        self.cache = (
+            PrefixCache(sim.hash_block, sched.block_size, sched.host_cache_blocks)
+            if sched.prefix_caching and sim.hash_block and role != "decode"
+            else None
+        )
+        self.probe = (-1, 0, 0, 0)  # (request, device hits, host hits, hits in the free queue) of the last check
 
     # -- KV cache ------------------------------------------------------------------------------------------------
 
@@ -78,7 +89,14 @@ class Engine:
     def can_admit(self, rid: int) -> bool:
         sim = self.sim
         if self.sched.kv_policy == "reserve":
-            return self.blocks(sim.reserve[rid]) <= self.free_blocks
+            need = self.blocks(sim.reserve[rid])
+            if self.cache is None:
+                return need <= self.free_blocks
+            k, _, queued = self._match(rid, True)
+            # its hits already held by running requests are shared; the free queue's hits leave it
+            return need - k * self.cache.unit <= self.free_blocks - queued * self.cache.unit
+        if self.cache is not None:
+            self._match(rid, True)
         used = self._used_tokens()
         need = sim.prompt[rid] if self.role != "decode" else sim.prompt[rid] + 1
         return used + need + 0.01 * self.pool_tokens <= self.pool_tokens  # vLLM's 1 % watermark
@@ -87,13 +105,60 @@ class Engine:
         """On demand: tokens the pool holds, half a block of rounding per sequence."""
         return self.context + self.held + (self.decoding + len(self.prefilling)) * self.block / 2.0
 
+    def _match(self, rid: int, fresh: bool = False) -> tuple[int, int, int]:
+        """Cached blocks (device, then host) a waiting request would reuse, kept from its admission check."""
+        assert self.cache is not None
+        if fresh or self.probe[0] != rid:
+            self.probe = (rid, *self.cache.match(self.sim.chain(rid), self.sim.prompt[rid]))
+        return self.probe[1], self.probe[2], self.probe[3]
+
+    def cached_tokens(self, rid: int) -> int:
+        """Prompt tokens the cache would serve a waiting request (after its admission check)."""
+        if self.cache is None:
+            return 0
+        k, k2, _ = self._match(rid)
+        return (k + k2) * self.cache.tokens
+
     def take(self, rid: int) -> None:
+        sim, cache = self.sim, self.cache
+        if cache is not None:
+            k, k2, _ = self._match(rid)
+            self.probe = (-1, 0, 0, 0)
+            blocks = self.blocks(sim.reserve[rid] if self.sched.kv_policy == "reserve" else sim.prompt[rid])
+            taken = cache.take(rid, sim.chain(rid), sim.prompt[rid], k, k2, blocks)
+            sim.done[rid] = (k + k2) * cache.tokens
+            if self.sched.kv_policy == "reserve":
+                # its new blocks (those of its host hits included) come from the empty ones, evicting the free
+                # queue's head as needed
+                self.free_blocks -= taken
+                alloc = blocks - k * cache.unit
+                cache.evict(self.free_blocks + alloc - cache.free_units, alloc)
+            else:
+                self.held += sim.prompt[rid]
+                self.trim()
+            return
         if self.sched.kv_policy == "reserve":
-            self.free_blocks -= self.blocks(self.sim.reserve[rid])
+            self.free_blocks -= self.blocks(sim.reserve[rid])
         elif self.role != "decode":
-            self.held += self.sim.prompt[rid]
+            self.held += sim.prompt[rid]
+
+    def trim(self) -> None:
+        """On demand: the free queue's cached blocks keep only the room the running requests leave."""
+        if self.cache is not None and self.cache.free:
+            room = int((self.pool_tokens - self._used_tokens()) // self.block)
+            if self.cache.free_units > room:
+                self.cache.evict(0, self.cache.free_units - max(room, 0))
 
     def release(self, rid: int) -> None:
+        cache = self.cache
+        if cache is not None:  # what it computed stays cached: its prompt's blocks, and its answer's once it ends
+            sim = self.sim
+            upto = (sim.reserve[rid] if self.role == "both" else sim.prompt[rid]) // cache.tokens
+            cache.register(rid, sim.chain(rid), upto)
+            freed = cache.release(rid)
+            if self.sched.kv_policy == "reserve":
+                self.free_blocks += freed
+            return
         if self.sched.kv_policy == "reserve":
             self.free_blocks += self.blocks(self.sim.reserve[rid])
 
@@ -116,7 +181,7 @@ class Engine:
                 while self.waiting and len(self.prefilling) < sched.max_num_seqs and self.can_admit(self.waiting[0]):
                     rid = self.waiting.popleft()
                     self._admitted(rid, now)
-                chunks = [(rid, sim.prompt[rid]) for rid in self.prefilling]
+                chunks = [(rid, sim.prompt[rid] - sim.done[rid]) for rid in self.prefilling]
         else:
             budget = sched.max_num_batched_tokens - self.decoding * self.width
             for rid in self.prefilling:
@@ -129,10 +194,10 @@ class Engine:
             seqs = self.decoding + len(self.prefilling)
             while self.waiting and budget > 0 and seqs < sched.max_num_seqs:
                 rid = self.waiting[0]
-                p = sim.prompt[rid]
-                if sched.kind == "continuous" and p > budget and (chunks or self.decoding):
-                    break
                 if not self.can_admit(rid):
+                    break
+                p = sim.prompt[rid] - self.cached_tokens(rid)  # a cached prefix is not computed again
+                if sched.kind == "continuous" and p > budget and (chunks or self.decoding):
                     break
                 self.waiting.popleft()
                 self._admitted(rid, now)
@@ -148,6 +213,7 @@ class Engine:
         over = sched.iteration_overhead_s
         if not chunks:
             if sched.kv_policy == "on_demand":
+                self.trim()
                 self._preempt_to_fit()
                 d = self.decoding
                 if d == 0:
@@ -179,6 +245,10 @@ class Engine:
                 ending += 1
         t = surf.time(float(tokens), pieces, float(d), self.context, float(d * self.width + ending), self.spec)
         duration = max(t, self.eager_floor) + over
+        if self.cache is not None and self.cache.loads:  # host-tier hits come back before their prefill
+            load = sum(self.cache.loads.pop(rid, 0) for rid, _ in chunks) * sched.host_s_per_token
+            duration += load
+            self.cache.host_s += load
         sim.record(now, duration, self.k, d, tokens, len(self.prefilling), self.kv_used(),
                    tokens / (tokens + d * self.width), self.context, self.width)  # fmt: skip
         return now + duration
@@ -205,6 +275,8 @@ class Engine:
             if sim.done[rid] < sim.prompt[rid]:
                 continue
             self.prefilling.remove(rid)
+            if self.cache is not None:
+                self.cache.register(rid, sim.chain(rid), sim.prompt[rid] // self.cache.tokens)
             if self.sched.kv_policy == "on_demand":
                 self.held -= sim.prompt[rid]
             sim.first_token(rid, now)
@@ -276,4 +348,6 @@ class Engine:
             sim.version[rid] += 1
             sim.join_it[rid] = -1
             sim.preemptions += 1
+            if self.cache is not None:
+                self.cache.release(rid)
             self.waiting.appendleft(rid)

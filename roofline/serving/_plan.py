@@ -215,15 +215,35 @@ def _lengths(prompt: IntArray, output: IntArray, n: int) -> tuple[IntArray, IntA
     return np.tile(prompt, reps)[:n], np.tile(output, reps)[:n]
 
 
+def _take(sample: Requests | None, prompt: IntArray, output: IntArray, n: int, arrival: np.ndarray | None,
+          c: int) -> Requests:  # fmt: skip
+    """The first `n` requests of the traffic: its lengths repeated as often as needed, or (`sample`: requests that
+    share prefixes, in an order a planner replays them) its requests with their hash chains, each repetition's
+    hashes new (a repeated request finds nothing a first pass cached)."""
+    if sample is None or sample.hashes is None or sample.hash_starts is None:
+        p, o = _lengths(prompt, output, n)
+        return Requests(p, o, arrival, c)
+    reps = -(-n // sample.count)
+    idx = np.tile(np.arange(sample.count), reps)[:n]
+    rep = np.repeat(np.arange(reps), sample.count)[:n]
+    counts = np.diff(sample.hash_starts)[idx]
+    starts = np.zeros(n + 1, dtype=np.int64)
+    starts[1:] = np.cumsum(counts)
+    span = int(sample.hashes.max()) + 1 if sample.hashes.size else 1
+    pieces = [sample.hashes[sample.hash_starts[i] : sample.hash_starts[i + 1]] + r * span
+              for i, r in zip(idx.tolist(), rep.tolist(), strict=True)]  # fmt: skip
+    hashes = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    return Requests(sample.prompt[idx], sample.output[idx], arrival, c, hashes, starts, sample.hash_block)
+
+
 def operating_point(
     dep: Deployment, prompt: IntArray, output: IntArray, targets: Targets, build: SurfaceCache,
-    should_stop: StopCheck = never,
+    should_stop: StopCheck = never, sample: Requests | None = None,
 ) -> Point:  # fmt: skip
     """The unit under a closed loop that fills its decoding engines (its most throughput at its own batch)."""
     c = clients(dep)
     n = 2 * c + MIN_STEADY
-    p, o = _lengths(prompt, output, n)
-    requests = Requests(p, o, None, c)
+    requests = _take(sample, prompt, output, n, None, c)
     ready = dep.prepare(requests, build)
     trace = simulate(requests, ready.front, ready.back, transfer_function(ready), should_stop=should_stop)
     return _point(requests, trace, _steady(n, c), ready, targets, c)
@@ -231,17 +251,16 @@ def operating_point(
 
 def traffic_point(
     dep: Deployment, prompt: IntArray, output: IntArray, targets: Targets, build: SurfaceCache,
-    rate_per_s: float, seed: int, should_stop: StopCheck = never,
+    rate_per_s: float, seed: int, should_stop: StopCheck = never, sample: Requests | None = None,
 ) -> Point:  # fmt: skip
     """One unit under its share of the traffic, Poisson arrivals at `rate_per_s`; the first `clients` requests
     (the engines filling from empty) are left out."""
     c = clients(dep)
     n = _check_requests(c)
-    p, o = _lengths(prompt, output, n)
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(1.0 / rate_per_s, n))
     arrival -= arrival[0]
-    requests = Requests(p, o, arrival, 0)
+    requests = _take(sample, prompt, output, n, arrival, 0)
     ready = dep.prepare(requests, build)
     trace = simulate(requests, ready.front, ready.back, transfer_function(ready), should_stop=should_stop)
     return _point(requests, trace, _steady(n, c), ready, targets, 0)
@@ -275,18 +294,19 @@ def size(dep: Deployment, point: Point, demand_rps: float, fleet_limit: int | No
 def check_at_traffic(
     dep: Deployment, point: Point, sized: Sized, prompt: IntArray, output: IntArray, targets: Targets,
     build: SurfaceCache, demand_rps: float, seed: int, fleet_limit: int | None = None, should_stop: StopCheck = never,
+    sample: Requests | None = None,
 ) -> Sized:  # fmt: skip
     """Simulate one unit's share of the traffic; while it misses, add units (10 % at a time, at least one), as long
     as the fleet stays within `fleet_limit` devices."""
     units = sized.units
-    at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed, should_stop)
+    at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed, should_stop, sample)
     runs = 1
     for _ in range(MAX_GROWTH):
         grown = units + max(1, math.ceil(0.1 * units))
         if not at.misses or (fleet_limit is not None and grown * dep.devices > fleet_limit):
             break
         units = grown
-        at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed, should_stop)
+        at = traffic_point(dep, prompt, output, targets, build, demand_rps / units, seed, should_stop, sample)
         runs += 1
     n = _check_requests(clients(dep))
     chunks = -(-int(prompt.max()) // dep.front.scheduler.max_num_batched_tokens) + 2
@@ -386,7 +406,7 @@ def _batch(dep: Deployment) -> int:
 def plan_serving(
     candidates: Sequence[Deployment], prices: Sequence[float | None], prompt: IntArray, output: IntArray,
     targets: Targets, demand_rps: float, max_results: int = 10, seed: int = 0, max_devices: int | None = None,
-    fleet_limit: int | None = None, should_stop: StopCheck = never,
+    fleet_limit: int | None = None, should_stop: StopCheck = never, sample: Requests | None = None,
 ) -> ServingPlan:  # fmt: skip
     """Evaluate every candidate's operating point, size each for `demand_rps` requests per second, check the best
     under the traffic (best-first: a check only adds units, so an unchecked candidate's rank is a bound), and rank
@@ -395,7 +415,9 @@ def plan_serving(
     longer) are not simulated and are counted as `pruned`. A candidate whose fleet would hold more than `fleet_limit`
     devices is invalid (field `traffic`). `should_stop` is asked before each candidate and inside its simulations:
     once it answers true, the candidate being simulated and those not yet are `unfinished`, no more are checked under
-    the traffic, and the plan ranks what it has (`stopped`)."""
+    the traffic, and the plan ranks what it has (`stopped`). `sample`: the traffic's requests when they share
+    prefixes (with their hash chains; `prompt` and `output` are then its lengths), replayed in order by every
+    simulation."""
     longest = int((prompt + output).max())
     specs = [s for d in candidates for s in (d.front, d.back) if s is not None]
     tokens = max((_tokens(s.scheduler, int(prompt.max())) for s in specs), default=1)
@@ -416,7 +438,7 @@ def plan_serving(
             pruned += 1
             continue
         try:
-            point = operating_point(dep, prompt, output, targets, build, should_stop)
+            point = operating_point(dep, prompt, output, targets, build, should_stop, sample)
             if any(c.objective == "tpot_s" and c.ratio > 1.0 for c in point.checks):
                 slow.add(family)
             sized = size(dep, point, demand_rps, fleet_limit)
@@ -449,7 +471,7 @@ def plan_serving(
             if stopped or should_stop():
                 raise Stopped("before a traffic check")
             sized = check_at_traffic(e.deployment, e.point, e.sized, prompt, output, targets, build, demand_rps,
-                                     seed, fleet_limit, should_stop)  # fmt: skip
+                                     seed, fleet_limit, should_stop, sample)  # fmt: skip
         except Stopped:
             stopped = True
             break

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roofline.serving._config import Requests
+from roofline.serving._prefix import CacheStats
 from roofline.serving._simulator import Pool, Trace
 
 
@@ -100,6 +101,7 @@ class ServingEstimate:
     max_batched_tokens: int
     series: list[tuple[float, float, int, int, float]] = field(default_factory=list)
     band: ServingBand | None = None  # the prediction interval's factors (None: no interval table)
+    caches: list[CacheStats] | None = None  # prefix caching: per engine of the front pool (None: no cache)
 
 
 def summarise(trace: Trace, requests: Requests, devices: int, objectives: Objectives,
@@ -147,6 +149,7 @@ def summarise(trace: Trace, requests: Requests, devices: int, objectives: Object
         max_batched_tokens=trace.max_batched_tokens,
         series=_thin(trace.series or [], 2000),
         band=band,
+        caches=trace.caches,
     )
 
 

@@ -5,6 +5,7 @@ cache crosses the fabric; every request's arrival, admission, first token and en
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable
@@ -15,9 +16,12 @@ import numpy as np
 from roofline._stop import CHECK_EVERY, StopCheck, Stopped, never
 from roofline.serving._config import IntArray, Requests, Scheduler
 from roofline.serving._engine import INF, Engine
+from roofline.serving._prefix import CacheStats, cache_stats
+from roofline.serving._sharing import subset
 from roofline.serving._surface import IterationSurface
 
 ARRIVE, END, HANDOFF = 0, 1, 2
+CACHE_THRESHOLD = 0.5  # SGLang router's default cache_threshold (sgl-router, cache-aware policy)
 # The time-weighted sums of a `Trace` (loops that run apart add theirs).
 SUMS = (
     "busy_s", "batch_s", "kv_s", "prefill_s", "mixed_s", "mixed_tokens_s", "mixed_decoding_s", "mixed_context_s",
@@ -61,6 +65,7 @@ class Trace:
     decode_s: float = 0.0
     decode_decoding_s: float = 0.0
     decode_context_s: float = 0.0
+    caches: list[CacheStats] | None = None  # prefix caching: per engine of the front pool
 
 
 class Simulation:
@@ -73,9 +78,31 @@ class Simulation:
         decode_pool: Pool | None,
         transfer_s: Callable[[int], float] | None,
         series: bool,
+        router: str | None = None,
     ) -> None:
         n = requests.count
         self.requests = requests
+        # sharing: the requests' block-hash chains (made on first use), the turn that follows each request
+        self.hash_block = requests.hash_block if requests.hashes is not None else 0
+        self.chains: list[list[int]] = []
+        if requests.hashes is not None and requests.hash_starts is not None:
+            flat, starts = requests.hashes.tolist(), requests.hash_starts.tolist()
+            self.chains = [flat[a:b] for a, b in itertools.pairwise(starts)]
+        self.next_turn: dict[int, int] = {}
+        if requests.after is not None:
+            follows = np.flatnonzero(requests.after >= 0)
+            self.next_turn = dict(zip(requests.after[follows].tolist(), follows.tolist(), strict=True))
+        self.router, self.turn = router, 0  # None: the least loaded engine
+        # Aggregated engines in one loop (`shared`) touch each other only through arrivals: an engine's end can send
+        # no request sooner than `spawn_gap` after it (a session's next turn, after its think time), so an engine's
+        # stretch of decode iterations runs on past other engines' ends (`_horizon`). None: every event is a horizon
+        # (a closed loop's next request, a disaggregated handoff, may follow an end at once).
+        self.spawn_gap: float | None = None
+        if decode_pool is None and not requests.concurrency and min(pool.engines, n) > 1:
+            self.spawn_gap = INF
+            if requests.after is not None and self.next_turn:
+                think = requests.think_s
+                self.spawn_gap = 0.0 if think is None else float(think[list(self.next_turn.values())].min())
         self.prompt: list[int] = requests.prompt.tolist()
         self.original = list(self.prompt)
         self.output: list[int] = requests.output.tolist()
@@ -130,6 +157,15 @@ class Simulation:
         self.trace.end[rid] = now
         if self.requests.concurrency and self.pending:
             self.push(now, ARRIVE, self.pending.popleft())
+        nxt = self.next_turn.get(rid, -1)
+        if nxt >= 0:  # the session's next turn: its think time after this one ends, never before its own arrival
+            req = self.requests
+            think = 0.0 if req.think_s is None else float(req.think_s[nxt])
+            floor = 0.0 if req.arrival_s is None else float(req.arrival_s[nxt])
+            self.push(max(now + think, floor), ARRIVE, nxt)
+
+    def chain(self, rid: int) -> list[int]:
+        return self.chains[rid]
 
     def handoff(self, rid: int, now: float) -> None:
         assert self.transfer is not None
@@ -175,6 +211,9 @@ class Simulation:
             assert req.arrival_s is not None
             arrival = req.arrival_s.tolist()
             ids = sorted(range(len(arrival)), key=arrival.__getitem__)  # stable: equal times keep their order
+            if req.after is not None:  # a session's later turns arrive when the turn before ends
+                after = req.after.tolist()
+                ids = [i for i in ids if after[i] < 0]
             times = [arrival[i] for i in ids]
         events, trace, engines = self.events, self.trace, self.engines
         count, at, step = len(ids), 0, 0
@@ -196,7 +235,7 @@ class Simulation:
             else:
                 if kind == ARRIVE:
                     trace.arrival[a] = now
-                target = self._route(1 if kind == HANDOFF else 0)
+                target = self._route(1 if kind == HANDOFF else 0, a)
                 target.waiting.append(a)
                 self._moved(target)
                 if not target.busy:
@@ -207,10 +246,25 @@ class Simulation:
                     for engine in idle:  # each sees the ends of those started before it as its horizon too
                         if not engine.busy:
                             horizon = events[0][0] if events and events[0][0] < arriving else arriving
+                            if self.spawn_gap is not None and events:
+                                horizon = self._horizon(arriving)
                             self._start(engine, now, horizon)
                     idle.clear()
         self.trace.preemptions = self.preemptions
+        if any(e.cache is not None for e in self.front):
+            self.trace.caches = [cache_stats(e.cache) for e in self.front]
         return self.trace
+
+    def _horizon(self, arriving: float) -> float:
+        """The next time an engine may be given a request: the next arrival or handoff, or an engine's end plus
+        `spawn_gap` (the heap holds at most one end per engine and the requests sent at a later time)."""
+        assert self.spawn_gap is not None
+        gap, horizon = self.spawn_gap, arriving
+        for t, _, kind, _ in self.events:
+            t = t + gap if kind == END else t
+            if t < horizon:
+                horizon = t
+        return horizon
 
     def _start(self, engine: Engine, now: float, horizon: float) -> None:
         end = engine.start(now, horizon)
@@ -231,14 +285,42 @@ class Simulation:
         if len((self.front, self.back)[pool]) > 1:
             heapq.heappush(self.loads[pool], (self._load(engine), at))
 
-    def _route(self, pool: int) -> Engine:
-        """The least loaded engine of the front (0) or back (1) pool: fewest requests held, the first of equals."""
+    def _route(self, pool: int, rid: int) -> Engine:
+        """The least loaded engine of the front (0) or back (1) pool: fewest requests held, the first of equals;
+        the front pool's `router` may say otherwise (round robin, prefix aware)."""
         engines, heap = (self.front, self.back)[pool], self.loads[pool]
         if len(engines) == 1:
             return engines[0]
+        if pool == 0 and self.router == "round_robin":
+            self.turn += 1
+            return engines[(self.turn - 1) % len(engines)]
+        if pool == 0 and self.router == "prefix_aware" and self.hash_block:
+            best = self._prefix_route(rid)
+            if best is not None:
+                return best
         while self._load(engines[heap[0][1]]) != heap[0][0]:
             heapq.heappop(heap)
         return engines[heap[0][1]]
+
+    def _prefix_route(self, rid: int) -> Engine | None:
+        """The engine whose cache holds the longest prefix of the request's chain, unless its load exceeds the
+        least loaded engine's by more than the scheduler's `router_threshold` (SGLang router's cache-aware policy,
+        sgl-router/src/policies/cache_aware.rs, `balance_abs_threshold` 32; llm-d's prefix-cache scorer weighs the
+        same match against load). None: no engine holds more than `CACHE_THRESHOLD` of its prompt (SGLang's
+        `cache_threshold`), or the loads are out of balance."""
+        chain, prompt = self.chain(rid), self.prompt[rid]
+        best, best_k, best_load, low = None, 0, 0, None
+        for e in self.front:
+            load = self._load(e)
+            low = load if low is None or load < low else low
+            k = e.cache.device_prefix(chain, prompt) if e.cache is not None else 0
+            if k > best_k or (k == best_k and best is not None and load < best_load):
+                best, best_k, best_load = e, k, load
+        if best is None or best_k * self.hash_block <= CACHE_THRESHOLD * prompt or low is None:
+            return None
+        if best_load - low > best.sched.router_threshold:
+            return None
+        return best
 
 
 @dataclass(frozen=True)
@@ -281,12 +363,24 @@ def _shares(requests: Requests, engines: int) -> _Shares:
     return _Shares(ids, held.sum(axis=1), clients, group, first)
 
 
+def shared(requests: Requests, pool: Pool) -> bool:
+    """Whether aggregated engines run in one loop: when a router other than round robin spreads the requests, when
+    requests share cached prefixes, or when sessions' turns follow each other."""
+    sched = pool.scheduler
+    return pool.engines > 1 and (sched.router != "round_robin" or requests.after is not None)
+
+
+def _caching(requests: Requests, pool: Pool) -> bool:
+    return pool.scheduler.prefix_caching and requests.hashes is not None
+
+
 def loops(requests: Requests, pool: Pool, decode_pool: Pool | None = None) -> int:
     """Event loops `simulate` runs: one when disaggregated (or on one engine), else one per distinct share of the
     requests among the aggregated engines (`simulate`): never more than the requests, whatever the engines."""
-    if decode_pool is not None or pool.engines == 1:
+    if decode_pool is not None or pool.engines == 1 or shared(requests, pool):
         return 1
-    return int(_shares(requests, pool.engines).first.size)
+    shares = _shares(requests, pool.engines)
+    return int(shares.ids.shape[0] if _caching(requests, pool) else shares.first.size)
 
 
 def simulate(
@@ -305,9 +399,15 @@ def simulate(
     loop's to rounding); engines without a request run nothing (`loops`). `should_stop` is asked every
     `CHECK_EVERY` events of each loop (`Stopped` when it answers true)."""
     if decode_pool is not None or pool.engines == 1:
-        return Simulation(requests, pool, decode_pool, transfer_s, series).run(should_stop)
+        router = pool.scheduler.router if pool.scheduler.router != "round_robin" else None
+        return Simulation(requests, pool, decode_pool, transfer_s, series, router).run(should_stop)
+    if shared(requests, pool):  # the engines' caches and the sessions' turns tie their loops together
+        return Simulation(requests, pool, None, None, series, pool.scheduler.router).run(should_stop)
     single = Pool(pool.surface, pool.scheduler, 1, pool.launch_s)
     shares = _shares(requests, pool.engines)
+    if _caching(requests, pool):  # each engine's cache sees only its own share: every share its own loop
+        own = np.arange(shares.ids.shape[0])
+        shares = _Shares(shares.ids, shares.length, shares.concurrency, own, own)
     times = np.full((4, requests.count), math.nan)  # arrival, admit, first token, end
     start = np.zeros(shares.ids.shape[0]) if requests.arrival_s is None else requests.arrival_s[shares.ids[:, 0]]
     members = np.argsort(shares.group, kind="stable")
@@ -319,7 +419,7 @@ def simulate(
         size = int(shares.length[e])
         ids = shares.ids[e, :size]
         arr = None if requests.arrival_s is None else requests.arrival_s[ids]
-        part = Requests(requests.prompt[ids], requests.output[ids], arr, int(shares.concurrency[e]))
+        part = subset(requests, ids, arr, int(shares.concurrency[e]))
         tr = Simulation(part, single, None, None, series and e == 0).run(should_stop)
         traces.append(tr)
         own = np.array([tr.arrival, tr.admit, tr.first, tr.end])
@@ -338,4 +438,6 @@ def simulate(
     merged.iterations = int(sum(c * tr.iterations for c, tr in zip(counts.tolist(), traces, strict=True)))
     merged.preemptions = int(sum(c * tr.preemptions for c, tr in zip(counts.tolist(), traces, strict=True)))
     merged.max_batched_tokens = max(tr.max_batched_tokens for tr in traces)
+    if any(tr.caches for tr in traces):
+        merged.caches = [c for tr in traces for c in tr.caches or []]
     return merged

@@ -1,12 +1,23 @@
 """Drawing requests: lengths fixed or from a distribution (uniform, normal, log-normal, empirical) and arrivals of
 an open loop (Poisson, or gamma inter-arrival times of a given coefficient of variation), all from one seeded
-generator so a run is repeatable."""
+generator so a run is repeatable; loads that share prefixes and multi-turn sessions (`roofline.serving._sharing`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from roofline.serving._config import FloatArray, IntArray, ServingConfigError
+from roofline.serving._sharing import POPULARITIES, group_of, sessions, sharing
+
+__all__ = [
+    "LENGTH_KINDS",
+    "POPULARITIES",
+    "arrivals",
+    "group_of",
+    "lengths",
+    "sessions",
+    "sharing",
+]
 
 LENGTH_KINDS = ("fixed", "uniform", "normal", "lognormal", "empirical")
 

@@ -58,7 +58,8 @@ def read(session: Session, body: PlanRequest) -> Inputs:
     for i, ref in enumerate(body.hardware):
         ctx = EstimateContext(hardware=ref, options=body.options)
         spec, name = catalogue.resolve_hardware(session, ctx, f"body.hardware.{i}")
-        hardware.append(adapters.Hardware(name, adapters.inference_system(spec, ctx, None)))
+        system = adapters.inference_system(spec, ctx, None)
+        hardware.append(adapters.Hardware(name, system, adapters.host_link(spec.interconnect)))
     return Inputs(model, hardware, trace)
 
 

@@ -104,9 +104,10 @@ def get_trace(session: SessionDep, trace_id: TraceIdPath) -> TraceRead:
     return service.get(session, trace_id)
 
 
-@router.get("/{trace_id}/requests")
+@router.get("/{trace_id}/requests", response_model_exclude_none=True)
 def trace_requests(session: SessionDep, trace_id: TraceIdPath, paging: PagingDep) -> Page[TraceRequest]:
-    """A stored trace's requests as they are replayed (arrivals from the first request), in order."""
+    """A stored trace's requests as they are replayed (arrivals from the first request), in order; what a request
+    shares (prefix_hashes, session, turn) only where the trace has it."""
     return service.requests_page(session, trace_id, paging.limit, paging.offset)
 
 

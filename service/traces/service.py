@@ -35,6 +35,7 @@ def parse(body: bytes, content_type: str | None, name: str | None) -> adapters.T
             [r.arrival_s for r in create.requests],
             [r.prompt_tokens for r in create.requests],
             [r.output_tokens for r in create.requests],
+            shared=adapters.shared_columns(create.requests, create.hash_block_tokens),
         )
     if kind in adapters.TRACE_FILE_TYPES:
         return adapters.parse_trace(body, kind, name or "trace")
@@ -102,6 +103,7 @@ def requests_page(session: Session, trace_id: str, limit: int, offset: int) -> P
             arrival_s=float(trace.arrival_s[i]),
             prompt_tokens=int(trace.prompt_tokens[i]),
             output_tokens=int(trace.output_tokens[i]),
+            **adapters.request_fields(trace.sharing, i),
         )
         for i in range(offset, stop)
     ]
