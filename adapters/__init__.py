@@ -13,6 +13,8 @@ response field; the service answers them as a 422.
 - training requests → `roofline.TrainingRun` and `TrainingRead` documents (`training_run`, `estimate_training`,
   `render_training`), and training plans → `roofline.plan_training` and `TrainingPlanRead` documents
   (`plan_training`, `render_training_plan`);
+- load-test result files (aiperf, GuideLLM, vLLM, SGLang, inference-perf, trtllm-bench) read and checked, and the
+  load they describe (`read_load_test`, `load_of`, `load_test_errors`);
 - request traces: files parsed and checked, encoded for storage (`parse_trace`, `trace_of`, `decode_trace`);
 - JSON inputs: nesting past the limit and NUL characters refused, whatever the schema (`check_json`, `nul_error`);
 - calibrations applied to core estimates before they are rendered (`Fitted`, `correct`, `calibrate_points`,
@@ -82,6 +84,16 @@ from adapters._intervals import (
     with_interval,
 )
 from adapters._json import check_json, depth_error, nul_error
+from adapters._loadtests import (
+    FORMATS,
+    Figures,
+    Measured,
+    check_measured,
+    load_of,
+    load_test_errors,
+    measured_doc,
+    read_load_test,
+)
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
 from adapters._serving import estimate_serving, render_serving, serving_requests
@@ -91,6 +103,7 @@ from adapters._training import estimate_training, render_training, training_run
 from adapters._training_plan import plan_training, render_training_plan
 
 __all__ = [
+    "FORMATS",
     "KERNEL_FLOOR_S",
     "METHODS",
     "NOTES",
@@ -102,10 +115,12 @@ __all__ = [
     "CalibrationUse",
     "Chosen",
     "CollectiveGroup",
+    "Figures",
     "Fitted",
     "FittedGroup",
     "Hardware",
     "InvalidField",
+    "Measured",
     "OpGroup",
     "PlanOutcome",
     "Predictions",
@@ -119,6 +134,7 @@ __all__ = [
     "calibration_band",
     "calibration_groups",
     "check_json",
+    "check_measured",
     "check_sweep",
     "correct",
     "covering",
@@ -144,6 +160,9 @@ __all__ = [
     "interval_table",
     "item_dict",
     "item_dicts",
+    "load_of",
+    "load_test_errors",
+    "measured_doc",
     "media_type",
     "memory_bytes_per_s",
     "non_finite",
@@ -155,6 +174,7 @@ __all__ = [
     "predict",
     "predict_measured",
     "prepare_run",
+    "read_load_test",
     "render_run",
     "render_serving",
     "render_training",

@@ -99,6 +99,20 @@ class AccuracyGroup(BaseModel):
     worst: list[AccuracyCase]
 
 
+class ServingAccuracyGroup(BaseModel):
+    """Measured load tests (POST /v1/serving-benchmarks) of one hardware profile, engine and model: the error of the
+    prediction stored with each, of its mean TTFT, TPOT and end-to-end latency and its output-token throughput."""
+
+    hardware: str
+    engine: str
+    model: str
+    load_tests: int
+    ttft: ErrorStats
+    tpot: ErrorStats
+    e2e: ErrorStats
+    output_tokens_per_s: ErrorStats
+
+
 class AccuracyRead(BaseModel):
     """How far predictions are from measurements, per op family, dtype and size bucket, raw and calibrated.
 
@@ -110,3 +124,6 @@ class AccuracyRead(BaseModel):
     calibrated: ErrorStats
     groups: list[AccuracyGroup]
     worst: list[AccuracyCase]
+    serving: list[ServingAccuracyGroup] = Field(
+        default_factory=list, description="Measured load tests, their own kind: per hardware, engine and model."
+    )
