@@ -96,7 +96,7 @@ from adapters._loadtests import (
 )
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
-from adapters._serving import estimate_serving, render_serving, serving_requests
+from adapters._serving import estimate_serving, live_serving, render_serving, serving_requests
 from adapters._serving_plan import Hardware, PlanOutcome, plan_serving
 from adapters._traces import TRACE_FILE_TYPES, Trace, decode_trace, media_type, parse_trace, trace_of
 from adapters._training import estimate_training, render_training, training_run
@@ -160,6 +160,7 @@ __all__ = [
     "interval_table",
     "item_dict",
     "item_dicts",
+    "live_serving",
     "load_of",
     "load_test_errors",
     "measured_doc",

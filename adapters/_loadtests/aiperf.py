@@ -4,7 +4,7 @@ aiperf 0.13.0): one `JsonMetricResult` per metric tag (`time_to_first_token`, `i
 `input_sequence_length`, `output_sequence_length`), each with its `unit` ("ms", "sec", "requests/sec",
 "tokens/sec") and `avg`, `p50`, `p90`, `p99`. aiperf's inter-token latency is per request (request latency − TTFT)
 / (output tokens − 1) (`aiperf/metrics/types/inter_token_latency_metric.py`), the other tools' TPOT. The load is
-under `input_config.loadgen` (`concurrency`, `request_rate`)."""
+the profiling phase of `input_config.phases`."""
 
 from __future__ import annotations
 
@@ -33,11 +33,21 @@ def _figures(doc: Any, tag: str) -> Figures:
     return Figures(num(doc, tag, "avg") * scale, at("p50"), at("p90"), at("p99"))
 
 
+def _load(doc: Any) -> tuple[Any, Any]:
+    """The profiling phase's `concurrency` (a "concurrency" phase) or `rate` (a rate phase: "constant", "poisson",
+    …), `aiperf/config/phases.py` (`ConcurrencyPhase`, `RatePhaseConfig`). A phase that sets both caps the
+    concurrency of an open loop: the rate is the load."""
+    phases = opt(doc, "input_config", "phases")
+    for phase in phases if isinstance(phases, list) else []:
+        if isinstance(phase, dict) and phase.get("kind", "profiling") == "profiling":
+            rate = phase.get("rate")
+            return (None if rate else phase.get("concurrency")), rate
+    return None, None
+
+
 def read(doc: Any) -> Measured:
     duration = num(doc, "benchmark_duration", "avg", positive=True) * _scale(doc, "benchmark_duration")
-    loadgen = opt(doc, "input_config", "loadgen") or {}
-    concurrency = opt(loadgen, "concurrency")
-    rate = opt(loadgen, "request_rate")
+    concurrency, rate = _load(doc)
     streamed = opt(doc, "time_to_first_token") is not None
     where = {
         "requests": path("request_count", "avg"),

@@ -25,6 +25,7 @@ from roofline.serving._deploy import (
     prepare,
     transfer_function,
 )
+from roofline.serving._live import LiveServing, TokenEvent
 from roofline.serving._plan import (
     Check,
     Deployment,
@@ -53,6 +54,7 @@ __all__ = [
     "EngineSpec",
     "Entry",
     "IterationSurface",
+    "LiveServing",
     "Objectives",
     "Point",
     "Pool",
@@ -68,6 +70,7 @@ __all__ = [
     "Speculation",
     "SurfaceCache",
     "Targets",
+    "TokenEvent",
     "Trace",
     "band_factors",
     "check_at_traffic",

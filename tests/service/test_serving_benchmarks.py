@@ -83,7 +83,8 @@ def test_an_upload_needs_an_upload_key(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("over", "field", "words"),
     [
-        ({"format": "locust"}, "body.format", "'aiperf', 'guidellm', 'vllm', 'sglang', 'inference_perf' or 'trtllm_bench'"),
+        ({"format": "locust"}, "body.format",
+         "'aiperf', 'guidellm', 'vllm', 'sglang', 'inference_perf' or 'trtllm_bench'"),
         # llama-3-70b's 70.6e9 bf16 weights (141 GB) on one 80 GB H100 leave no KV pool
         ({"deployment": DEPLOYMENT | {"model": "llama-3-70b"}}, "body.deployment.engine.memory_fraction", "KV pool"),
         ({"deployment": DEPLOYMENT | {"hardware": "no-such-gpu"}}, "body.deployment.hardware", "no-such-gpu"),

@@ -65,16 +65,31 @@ def inference_perf() -> dict[str, Any]:
     return {
         "retries": None,
         "benchmark_time_seconds": 20.0,
-        "load_summary": {"count": 100, "schedule_delay": None, "send_duration": 19.0, "requested_rate": 5.0,
-                         "achieved_rate": 5.2, "concurrency": 8},  # fmt: skip
+        "load_summary": {
+            "count": 100,
+            "schedule_delay": None,
+            "send_duration": 19.0,
+            "requested_rate": 5.0,
+            "achieved_rate": 5.2,
+            "concurrency": 8,
+        },
         "successes": {
             "count": 100,
-            "latency": {"request_latency": summ(E2E), "normalized_time_per_output_token": summ(TPOT),
-                        "time_per_output_token": summ(TPOT), "time_to_first_token": summ(TTFT),
-                        "inter_token_latency": summ(TPOT)},  # fmt: skip
-            "throughput": {"input_tokens_per_sec": 2560.0, "output_tokens_per_sec": 640.0,
-                           "total_tokens_per_sec": 3200.0, "requests_per_sec": 5.0},  # fmt: skip
-            "prompt_len": {"mean": 512.0}, "output_len": {"mean": 128.0},
+            "latency": {
+                "request_latency": summ(E2E),
+                "normalized_time_per_output_token": summ(TPOT),
+                "time_per_output_token": summ(TPOT),
+                "time_to_first_token": summ(TTFT),
+                "inter_token_latency": summ(TPOT),
+            },
+            "throughput": {
+                "input_tokens_per_sec": 2560.0,
+                "output_tokens_per_sec": 640.0,
+                "total_tokens_per_sec": 3200.0,
+                "requests_per_sec": 5.0,
+            },
+            "prompt_len": {"mean": 512.0},
+            "output_len": {"mean": 128.0},
         },
         "failures": {"count": 0, "request_latency": None},
     }
@@ -92,11 +107,26 @@ def trtllm_bench() -> dict[str, Any]:
     return {
         "engine": {"model": "meta-llama/Meta-Llama-3-8B", "backend": "pytorch", "version": "0.20.0"},
         "world_info": {"tp_size": 1, "pp_size": 1, "ep_size": 1, "max_batch_size": 8, "max_num_tokens": 8192},
-        "request_info": {"num_requests": 100, "avg_num_concurrent_requests": 7.9, "avg_input_length": 512.0,
-                         "avg_output_length": 128.0, "concurrency": 8},  # fmt: skip
-        "performance": {"total_latency_ms": 20000.0, "avg_request_latency_ms": 1200.0,
-                        "request_throughput_req_s": 5.0, "system_output_throughput_tok_s": 640.0,
-                        "system_total_throughput_tok_s": 3200.0, "request_latency_percentiles_ms": pct(E2E)},  # fmt: skip
-        "streaming_metrics": {"token_output_speed_tok_s": 111.1, "avg_ttft_ms": 40.0, "avg_tpot_ms": 9.0,
-                              "ttft_percentiles_ms": pct(TTFT), "tpot_percentiles_ms": pct(TPOT)},  # fmt: skip
+        "request_info": {
+            "num_requests": 100,
+            "avg_num_concurrent_requests": 7.9,
+            "avg_input_length": 512.0,
+            "avg_output_length": 128.0,
+            "concurrency": 8,
+        },
+        "performance": {
+            "total_latency_ms": 20000.0,
+            "avg_request_latency_ms": 1200.0,
+            "request_throughput_req_s": 5.0,
+            "system_output_throughput_tok_s": 640.0,
+            "system_total_throughput_tok_s": 3200.0,
+            "request_latency_percentiles_ms": pct(E2E),
+        },
+        "streaming_metrics": {
+            "token_output_speed_tok_s": 111.1,
+            "avg_ttft_ms": 40.0,
+            "avg_tpot_ms": 9.0,
+            "ttft_percentiles_ms": pct(TTFT),
+            "tpot_percentiles_ms": pct(TPOT),
+        },
     }

@@ -1,0 +1,77 @@
+"""The live engines (`roofline.serving.LiveServing`) on the event loop's clock: a request joins the simulation when
+it arrives, and each of its tokens is handed to its response when the simulation makes it. One task advances the
+simulation to the next iteration end and sleeps until then; a new request wakes it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from roofline.serving import LiveServing, TokenEvent
+
+
+@dataclass
+class Stream:
+    """What one request has been given: `TokenEvent`s in order, the last with `done`."""
+
+    rid: int
+    arrival_s: float
+    queue: asyncio.Queue[TokenEvent] = field(default_factory=asyncio.Queue)
+
+
+class Driver:
+    def __init__(self, live: LiveServing, clock: Callable[[], float] = time.monotonic) -> None:
+        self.live = live
+        self.clock = clock
+        self.t0 = clock()
+        self.streams: dict[int, Stream] = {}
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.served = 0
+
+    def now(self) -> float:
+        return self.clock() - self.t0
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+    def submit(self, prompt: int, output: int) -> Stream:
+        """A request arrives now; its stream of tokens. `ServingConfigError` when the engines cannot serve it."""
+        now = self.now()
+        self._deliver(self.live.advance(now))
+        rid = self.live.add(prompt, output, now)
+        stream = Stream(rid, now)
+        self.streams[rid] = stream
+        self.live.take()
+        self.wake.set()
+        return stream
+
+    def _deliver(self, events: list[TokenEvent]) -> None:
+        for e in events:
+            stream = self.streams.get(e.rid)
+            if stream is not None:
+                stream.queue.put_nowait(e)
+                if e.done:
+                    del self.streams[e.rid]
+                    self.served += 1
+        self.live.take()
+
+    async def _run(self) -> None:
+        while True:
+            nxt = self.live.next_time()
+            now = self.now()
+            if nxt is not None and nxt <= now:
+                self._deliver(self.live.advance(now))
+                continue
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), None if nxt is None else nxt - now)
