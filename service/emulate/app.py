@@ -86,7 +86,8 @@ def create_emulator(emulated: Emulated) -> FastAPI:
     @app.get("/health")
     async def health() -> dict[str, Any]:
         driver: Driver = app.state.driver
-        return {"status": "ok", "served": driver.served, "in_flight": len(driver.streams)}
+        return {"status": "ok", "served": driver.served, "in_flight": len(driver.streams),
+                "simulated_sums": driver.sums}  # fmt: skip
 
     async def complete(request: Request, chat: bool) -> Response:
         try:

@@ -19,6 +19,7 @@ class Stream:
 
     rid: int
     arrival_s: float
+    output: int
     queue: asyncio.Queue[TokenEvent] = field(default_factory=asyncio.Queue)
 
 
@@ -31,6 +32,10 @@ class Driver:
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.served = 0
+        # Over the requests served: Σ simulated TTFT, TPOT and E2E (GET /health), so a client can tell the
+        # simulation's times from what its own side adds.
+        self.sums = {"ttft_s": 0.0, "tpot_s": 0.0, "e2e_s": 0.0}
+        self.first: dict[int, float] = {}
 
     def now(self) -> float:
         return self.clock() - self.t0
@@ -49,7 +54,7 @@ class Driver:
         now = self.now()
         self._deliver(self.live.advance(now))
         rid = self.live.add(prompt, output, now)
-        stream = Stream(rid, now)
+        stream = Stream(rid, now, output)
         self.streams[rid] = stream
         self.live.take()
         self.wake.set()
@@ -60,9 +65,14 @@ class Driver:
             stream = self.streams.get(e.rid)
             if stream is not None:
                 stream.queue.put_nowait(e)
+                first = self.first.setdefault(e.rid, e.time_s)
                 if e.done:
                     del self.streams[e.rid]
+                    del self.first[e.rid]
                     self.served += 1
+                    self.sums["ttft_s"] += first - stream.arrival_s
+                    self.sums["e2e_s"] += e.time_s - stream.arrival_s
+                    self.sums["tpot_s"] += (e.time_s - first) / max(1, stream.output - 1)
         self.live.take()
 
     async def _run(self) -> None:

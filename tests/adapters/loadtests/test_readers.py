@@ -4,6 +4,9 @@ the figures that contradict each other refused, naming the field of the file."""
 from __future__ import annotations
 
 import copy
+import gzip
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,3 +109,22 @@ def test_errors_are_predicted_over_measured() -> None:
     assert errors["ttft_s"] == pytest.approx(0.25)
     assert errors["output_tokens_per_s"] == pytest.approx(0.25)
     assert errors["tpot_s"] is None
+
+
+DATA = Path(__file__).with_name("data")
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("aiperf", "aiperf-0.13.0.json.gz"), ("guidellm", "guidellm-0.8.1.json.gz")])
+def test_files_the_tools_wrote_read_as_the_load_they_were_given(fmt: str, name: str) -> None:
+    # data/README.md: 40 requests at concurrency 4, 256 prompt and 64 output tokens
+    doc = json.loads(gzip.decompress((DATA / name).read_bytes()))
+    m = adapters.read_load_test(fmt, doc)
+    assert (m.requests, m.concurrency, m.mean_prompt_tokens, m.mean_output_tokens) == (40, 4, 256.0, 64.0)
+    assert m.tool_version == name.split("-")[1].removesuffix(".json.gz")
+    # Units: aiperf writes milliseconds ("unit": "ms"), GuideLLM's *_ms metrics too; both read as seconds.
+    if fmt == "aiperf":
+        assert m.ttft_s is not None and m.ttft_s.mean == doc["time_to_first_token"]["avg"] / 1e3
+        assert doc["time_to_first_token"]["unit"] == "ms"
+    else:
+        ttft = doc["benchmarks"][0]["metrics"]["time_to_first_token_ms"]["successful"]["mean"]
+        assert m.ttft_s is not None and m.ttft_s.mean == ttft / 1e3
