@@ -4,9 +4,10 @@ endpoint. A word-level tokenizer (`word_tokenizer`) makes the tools count tokens
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
+
+from worker.servingbench import Load, run_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-loadtools"
@@ -36,37 +37,19 @@ json.dump({{"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 10
           open({str(directory / "tokenizer_config.json")!r}, "w"))
 """
     directory.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(VENV / "bin" / "python"), "-c", script], check=True, timeout=120)
+    subprocess.run([tool("python"), "-c", script], check=True, timeout=120)
     return directory
 
 
 def run_aiperf(url: str, model: str, tokenizer: Path, out: Path, *, concurrency: int, requests: int, prompt: int,
-               output: int, timeout_s: float = 300) -> Path:  # fmt: skip
-    """`aiperf profile` at a concurrency, fixed lengths, streamed completions; its profile export."""
-    args = [tool("aiperf"), "profile", "--model", model, "--url", url, "--endpoint-type", "completions",
-            "--streaming", "--tokenizer", str(tokenizer), "--concurrency", str(concurrency),
-            "--request-count", str(requests), "--warmup-request-count", str(concurrency),
-            "--synthetic-input-tokens-mean", str(prompt), "--synthetic-input-tokens-stddev", "0",
-            "--output-tokens-mean", str(output), "--output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true",
-            "--artifact-dir", str(out), "--ui-type", "none"]  # fmt: skip
-    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, cwd=out.parent)
-    result = out / "profile_export_aiperf.json"
-    assert done.returncode == 0 and result.exists(), done.stdout[-3000:] + done.stderr[-3000:]
-    return result
+               output: int) -> Path:  # fmt: skip
+    """`aiperf profile` as `ridgeline-worker serving-bench --tool aiperf` runs it; its profile export."""
+    load = Load(concurrency, requests, prompt, output)
+    return run_tool("aiperf", url, model, str(tokenizer), out, load, tools_dir=VENV / "bin", timeout_s=600)
 
 
 def run_guidellm(url: str, model: str, tokenizer: Path, out: Path, *, concurrency: int, requests: int, prompt: int,
-                 output: int, timeout_s: float = 300) -> Path:  # fmt: skip
-    """`guidellm run` with the concurrent profile, synthetic text of fixed lengths; its JSON report."""
-    out.mkdir(parents=True, exist_ok=True)
-    result = out / "benchmarks.json"
-    args = [tool("guidellm"), "run", "--backend", f"kind=openai_http,target={url},model={model}",
-            "--profile", f"kind=concurrent,streams={concurrency}",
-            "--constraint", f"kind=max_requests,count={requests}",
-            "--tokenizer", f"kind=huggingface_auto,model={tokenizer}",
-            "--data", f"kind=synthetic_text,prompt_tokens={prompt},output_tokens={output}",
-            "--output", f"kind=json,path={result}", "--disable-console-interactive"]  # fmt: skip
-    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, cwd=out)
-    assert done.returncode == 0 and result.exists(), done.stdout[-3000:] + done.stderr[-3000:]
-    json.loads(result.read_text())  # whole
-    return result
+                 output: int) -> Path:  # fmt: skip
+    """`guidellm run` as `ridgeline-worker serving-bench --tool guidellm` runs it; its JSON report."""
+    load = Load(concurrency, requests, prompt, output)
+    return run_tool("guidellm", url, model, str(tokenizer), out, load, tools_dir=VENV / "bin", timeout_s=600)
