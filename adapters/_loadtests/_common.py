@@ -113,3 +113,14 @@ def rate_or_concurrency(value: Any, where: str) -> float | None:
         return None
     rate = number(value, where)
     return rate if math.isfinite(rate) and rate > 0 else None
+
+
+def whole(value: Any) -> int | None:
+    """A positive whole number the file gives (a concurrency), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return int(value) if value >= 1 and value == int(value) else None
+
+
+def text(value: Any) -> str | None:
+    return value[:64] if isinstance(value, str) else None

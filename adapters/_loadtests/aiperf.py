@@ -11,7 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from adapters._errors import InvalidField
-from adapters._loadtests._common import UNIT_SECONDS, Figures, Measured, count, need, num, opt, opt_num, path
+from adapters._loadtests._common import (
+    UNIT_SECONDS,
+    Figures,
+    Measured,
+    count,
+    need,
+    num,
+    opt,
+    opt_num,
+    path,
+    text,
+    whole,
+)
 
 NAME = "aiperf"
 
@@ -70,9 +82,11 @@ def read(doc: Any) -> Measured:
         e2e_s=_figures(doc, "request_latency"),
         mean_prompt_tokens=opt_num(doc, "input_sequence_length", "avg"),
         mean_output_tokens=opt_num(doc, "output_sequence_length", "avg"),
-        concurrency=int(concurrency) if isinstance(concurrency, int) and concurrency > 0 else None,
-        rate_per_s=float(rate) if isinstance(rate, int | float) and rate > 0 else None,
-        tool_version=opt(doc, "aiperf_version"),
+        concurrency=whole(concurrency),
+        rate_per_s=float(rate)
+        if isinstance(rate, int | float) and not isinstance(rate, bool) and 0 < rate < 1e6
+        else None,
+        tool_version=text(opt(doc, "aiperf_version")),
         stats=("avg", "p50", "p90", "p99"),
         where=where,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters._errors import InvalidField
-from adapters._loadtests._common import Figures, Measured, count, need, num, opt, opt_num, path
+from adapters._loadtests._common import Figures, Measured, count, need, num, opt, opt_num, path, text, whole
 
 NAME = "guidellm"
 
@@ -37,9 +37,11 @@ def read(doc: Any, entry: int | None = None) -> Measured:
         raise InvalidField("body.entry", f"the file holds {len(benchmarks)} benchmarks (0 to {len(benchmarks) - 1})")
     i %= len(benchmarks)
     m: tuple[str | int, ...] = ("benchmarks", i, "metrics")
-    strategy = opt(doc, "benchmarks", i, "config", "strategy") or {}
+    strategy = opt(doc, "benchmarks", i, "config", "strategy")
+    if not isinstance(strategy, dict):
+        strategy = {}
     kind = strategy.get("type_") or strategy.get("type")
-    concurrency = 1 if kind == "synchronous" else strategy.get("streams") if kind == "concurrent" else None
+    concurrency = 1 if kind == "synchronous" else whole(strategy.get("streams")) if kind == "concurrent" else None
     rate = strategy.get("rate") if kind in ("constant", "poisson") else None
     e2e = _figures(doc, (*m, "request_latency"), 1.0)
     assert e2e is not None
@@ -55,9 +57,9 @@ def read(doc: Any, entry: int | None = None) -> Measured:
         e2e_s=e2e,
         mean_prompt_tokens=opt_num(doc, *m, "prompt_token_count", "successful", "mean"),
         mean_output_tokens=opt_num(doc, *m, "output_token_count", "successful", "mean"),
-        concurrency=int(concurrency) if isinstance(concurrency, int) and concurrency > 0 else None,
-        rate_per_s=float(rate) if isinstance(rate, int | float) and rate > 0 else None,
-        tool_version=opt(doc, "metadata", "guidellm_version"),
+        concurrency=concurrency,
+        rate_per_s=float(rate) if whole(rate) is not None or (isinstance(rate, float) and 0 < rate < 1e6) else None,
+        tool_version=text(opt(doc, "metadata", "guidellm_version")),
         stats=("mean", "percentiles.p50", "percentiles.p90", "percentiles.p99"),
         where={
             "requests": path(*m, "request_totals", "successful"),

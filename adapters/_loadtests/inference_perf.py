@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters._loadtests._common import Figures, Measured, count, num, opt, opt_num, path
+from adapters._loadtests._common import Figures, Measured, count, num, opt, opt_num, path, whole
 
 NAME = "inference_perf"
 
@@ -40,8 +40,8 @@ def read(doc: Any) -> Measured:
         e2e_s=e2e,
         mean_prompt_tokens=mean_in,
         mean_output_tokens=mean_out,
-        concurrency=int(concurrency) if isinstance(concurrency, int) and concurrency > 0 else None,
-        rate_per_s=rate if rate and concurrency is None else None,
+        concurrency=whole(concurrency),
+        rate_per_s=rate if rate and whole(concurrency) is None else None,
         stats=("mean", "median", "p90", "p99"),
         where={
             "requests": path("successes", "count"),

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from adapters._errors import InvalidField
-from adapters._loadtests._common import ROOT, Measured, count, num, opt, path, rate_or_concurrency
+from adapters._loadtests._common import ROOT, Measured, count, num, opt, path, rate_or_concurrency, whole
 from adapters._loadtests.vllm import figures
 
 NAME = "sglang"
@@ -38,7 +38,7 @@ def select(doc: Any, entry: int | None) -> Any:
 def read(doc: Any) -> Measured:
     completed = count(doc, "completed")
     rate = rate_or_concurrency(opt(doc, "request_rate"), path("request_rate"))
-    concurrency = opt(doc, "max_concurrency")
+    concurrency = whole(opt(doc, "max_concurrency"))
     if rate is None and concurrency is None:
         concurrency = completed
     ttft = figures(doc, "ttft")
@@ -56,7 +56,7 @@ def read(doc: Any) -> Measured:
         e2e_s=e2e,
         mean_prompt_tokens=num(doc, "total_input_tokens") / completed,
         mean_output_tokens=num(doc, "total_output_tokens") / completed,
-        concurrency=int(concurrency) if concurrency is not None and rate is None else None,
+        concurrency=concurrency if rate is None else None,
         rate_per_s=rate,
         stats=("mean", "median", "p90", "p99"),
         where={

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters._loadtests._common import Figures, Measured, count, num, opt, opt_num, path
+from adapters._loadtests._common import Figures, Measured, count, num, opt, opt_num, path, whole
 
 NAME = "trtllm_bench"
 
@@ -45,7 +45,7 @@ def read(doc: Any) -> Measured:
         e2e_s=e2e,
         mean_prompt_tokens=opt_num(doc, "request_info", "avg_input_length"),
         mean_output_tokens=opt_num(doc, "request_info", "avg_output_length"),
-        concurrency=int(conc) if isinstance(conc, int) and conc > 0 else None,
+        concurrency=whole(conc),
         stats=("average", "p50", "p90", "p99"),
         where={
             "requests": path("request_info", "num_requests"),

@@ -17,6 +17,7 @@ from adapters._loadtests._common import (
     opt_num,
     path,
     rate_or_concurrency,
+    whole,
 )
 
 NAME = "vllm"
@@ -40,7 +41,7 @@ def read(doc: Any) -> Measured:
     e2e = figures(doc, "e2el")
     assert e2e is not None
     rate = rate_or_concurrency(opt(doc, "request_rate"), path("request_rate"))
-    concurrency = opt(doc, "max_concurrency")
+    concurrency = whole(opt(doc, "max_concurrency"))
     if rate is None and concurrency is None:
         concurrency = completed  # request_rate inf, no limit: every request sent at once
     return Measured(
@@ -55,7 +56,7 @@ def read(doc: Any) -> Measured:
         e2e_s=e2e,
         mean_prompt_tokens=num(doc, "total_input_tokens") / completed,
         mean_output_tokens=num(doc, "total_output_tokens") / completed,
-        concurrency=int(concurrency) if concurrency is not None and rate is None else None,
+        concurrency=concurrency if rate is None else None,
         rate_per_s=rate,
         stats=("mean", "median", "p90", "p99"),
         where={

@@ -128,3 +128,50 @@ def test_files_the_tools_wrote_read_as_the_load_they_were_given(fmt: str, name: 
     else:
         ttft = doc["benchmarks"][0]["metrics"]["time_to_first_token_ms"]["successful"]["mean"]
         assert m.ttft_s is not None and m.ttft_s.mean == ttft / 1e3
+
+
+def _paths(node: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(node, dict):
+        return [at] + [p for k, v in node.items() for p in _paths(v, (*at, k))]
+    if isinstance(node, list) and node and len(node) < 5:
+        return [at] + [p for i, v in enumerate(node) for p in _paths(v, (*at, i))]
+    return [at]
+
+
+def _replaced(doc: Any, at: tuple[Any, ...], value: Any) -> Any:
+    if not at:
+        return value
+    out = copy.copy(doc)
+    out[at[0]] = _replaced(doc[at[0]], at[1:], value)
+    return out
+
+
+@pytest.mark.parametrize(("fmt", "make"), [*CASES[:1], CASES[2], CASES[3]])
+def test_any_field_of_any_type_is_read_or_refused_naming_a_field(fmt: str, make: Any) -> None:
+    # Every field of the file, replaced by a value of each other JSON type: the reader answers or raises
+    # InvalidField (a 422 naming the field), never anything else (a 500).
+    doc = make()
+    for at in _paths(doc):
+        for value in ("x", ["x"], {"x": 1}, None, True, -1, 1e308):
+            try:
+                m = adapters.read_load_test(fmt, _replaced(doc, at, value))
+                adapters.measured_doc(m)
+            except InvalidField as err:
+                assert err.field.startswith("body.")
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("aiperf", "aiperf-0.13.0.json.gz"), ("guidellm", "guidellm-0.8.1.json.gz")])
+def test_any_field_the_tools_wrote_of_any_type_is_read_or_refused(fmt: str, name: str) -> None:
+    doc = json.loads(gzip.decompress((DATA / name).read_bytes()))
+    if fmt == "guidellm":  # the fields the reader looks at: the metrics and the config of the one benchmark
+        bench = doc["benchmarks"][0]
+        doc = {"benchmarks": [{"duration": bench["duration"], "config": bench["config"],
+                               "metrics": bench["metrics"]}]}  # fmt: skip
+    for at in _paths(doc):
+        if len(at) > 6:
+            continue
+        for value in ("x", ["x"], None, -1):
+            try:
+                adapters.measured_doc(adapters.read_load_test(fmt, _replaced(doc, at, value)))
+            except InvalidField as err:
+                assert err.field.startswith("body.")
