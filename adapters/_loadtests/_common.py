@@ -124,3 +124,10 @@ def whole(value: Any) -> int | None:
 
 def text(value: Any) -> str | None:
     return value[:64] if isinstance(value, str) else None
+
+
+def rate(value: Any) -> float | None:
+    """A positive request rate the file gives (requests per second), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)

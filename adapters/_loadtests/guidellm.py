@@ -12,6 +12,7 @@ from typing import Any
 
 from adapters._errors import InvalidField
 from adapters._loadtests._common import Figures, Measured, count, need, num, opt, opt_num, path, text, whole
+from adapters._loadtests._common import rate as positive_rate
 
 NAME = "guidellm"
 
@@ -58,7 +59,7 @@ def read(doc: Any, entry: int | None = None) -> Measured:
         mean_prompt_tokens=opt_num(doc, *m, "prompt_token_count", "successful", "mean"),
         mean_output_tokens=opt_num(doc, *m, "output_token_count", "successful", "mean"),
         concurrency=concurrency,
-        rate_per_s=float(rate) if whole(rate) is not None or (isinstance(rate, float) and 0 < rate < 1e6) else None,
+        rate_per_s=positive_rate(rate),
         tool_version=text(opt(doc, "metadata", "guidellm_version")),
         stats=("mean", "percentiles.p50", "percentiles.p90", "percentiles.p99"),
         where={
