@@ -244,3 +244,20 @@ class ServingBenchmark(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     request_sha256: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class ServingCalibration(Base):
+    """Named corrections of serving predictions fitted on measured load tests of one hardware profile (and engine,
+    and model, where given): `parameters` (first-token cost, per-iteration host cost, prefill and decode factors),
+    and the held-out errors before and after (leave one load point out)."""
+
+    __tablename__ = "serving_calibrations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hardware: Mapped[str] = mapped_column(String(64), index=True)
+    engine: Mapped[str | None] = mapped_column(String(20))
+    model: Mapped[str | None] = mapped_column(String(64))
+    points: Mapped[int] = mapped_column(Integer)
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    errors: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

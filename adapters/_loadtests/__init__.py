@@ -12,9 +12,23 @@ from typing import Any
 from adapters._errors import InvalidField
 from adapters._loadtests import aiperf, guidellm, inference_perf, sglang, trtllm, vllm
 from adapters._loadtests._common import ROOT, Figures, Measured
+from adapters._loadtests.calibrate import ServingCorrection, calibrate_serving, correction_of, fit_serving, held_out
 
-__all__ = ["FORMATS", "Figures", "Measured", "check_measured", "load_of", "load_test_errors", "measured_doc",
-           "read_load_test"]  # fmt: skip
+__all__ = [
+    "FORMATS",
+    "Figures",
+    "Measured",
+    "ServingCorrection",
+    "calibrate_serving",
+    "check_measured",
+    "correction_of",
+    "fit_serving",
+    "held_out",
+    "load_of",
+    "load_test_errors",
+    "measured_doc",
+    "read_load_test",
+]  # fmt: skip
 
 READERS: dict[str, Callable[[Any], Measured]] = {
     aiperf.NAME: aiperf.read,

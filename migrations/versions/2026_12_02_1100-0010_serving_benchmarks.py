@@ -1,4 +1,5 @@
-"""Measured load tests: each upload's deployment, load, measured figures and the prediction made at upload.
+"""Measured load tests: each upload's deployment, load, measured figures and the prediction made at upload; and the
+serving calibrations fitted on them.
 
 Revision ID: 0010
 Revises: 0006
@@ -53,9 +54,24 @@ def upgrade() -> None:
     )
     for column in ("created_at", "hardware", "model"):
         op.create_index(op.f(f"ix_serving_benchmarks_{column}"), "serving_benchmarks", [column], unique=False)
+    op.create_table(
+        "serving_calibrations",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("hardware", sa.String(length=64), nullable=False),
+        sa.Column("engine", sa.String(length=20), nullable=True),
+        sa.Column("model", sa.String(length=64), nullable=True),
+        sa.Column("points", sa.Integer(), nullable=False),
+        sa.Column("parameters", JSONDocument, nullable=False),
+        sa.Column("errors", JSONDocument, nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_serving_calibrations")),
+    )
+    op.create_index(op.f("ix_serving_calibrations_hardware"), "serving_calibrations", ["hardware"], unique=False)
 
 
 def downgrade() -> None:
+    op.drop_index(op.f("ix_serving_calibrations_hardware"), table_name="serving_calibrations")
+    op.drop_table("serving_calibrations")
     for column in ("created_at", "hardware", "model"):
         op.drop_index(op.f(f"ix_serving_benchmarks_{column}"), table_name="serving_benchmarks")
     op.drop_table("serving_benchmarks")

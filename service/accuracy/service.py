@@ -11,7 +11,7 @@ import adapters
 from schemas.calibrations import AccuracyCase, AccuracyGroup, AccuracyRead, ErrorStats, ServingAccuracyGroup
 from service.orm import ServingBenchmark
 from service.results.repository import ResultColumns, ResultRepository, RunFilters
-from service.serving_benchmarks.repository import Filters, ServingBenchmarkRepository
+from service.results.serving import Filters, ServingBenchmarkRepository
 
 MATRIX_FAMILIES = frozenset({"matmul", "attention"})  # sized by FLOPs; the rest by bytes moved
 

@@ -13,8 +13,8 @@ from service.deps import PagingDep, SessionDep
 from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.ratelimit import RateLimits
+from service.results.serving import Filters
 from service.serving_benchmarks import service
-from service.serving_benchmarks.repository import Filters
 
 router = APIRouter(
     prefix="/v1/serving-benchmarks",

@@ -28,7 +28,7 @@ from service.catalogue.service import HARDWARE
 from service.errors import Conflict, NotFound, Unprocessable, details_from_validation, invalid, validation_message
 from service.orm import ServingBenchmark, utcnow
 from service.ratelimit import RateLimits
-from service.serving_benchmarks.repository import Filters, ServingBenchmarkRepository
+from service.results.serving import Filters, ServingBenchmarkRepository
 from service.traces import service as traces
 
 # The deployment's fields that a serving request has under the same names.

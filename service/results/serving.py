@@ -1,4 +1,5 @@
-"""Queries over measured load tests. No rules here: those live in service.py."""
+"""Queries over measured load tests and the serving calibrations fitted on them. No rules here: those live in
+service.serving_benchmarks and service.calibrations."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sqlalchemy import ColumnElement, Table, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from service.orm import ApiKey, ServingBenchmark
+from service.orm import ApiKey, ServingBenchmark, ServingCalibration
 
 
 @dataclass(frozen=True)
@@ -74,3 +75,28 @@ class ServingBenchmarkRepository:
             return {}
         rows = self.session.execute(select(ApiKey.id, ApiKey.name).where(ApiKey.id.in_(ids))).all()
         return {key_id: name for key_id, name in rows}
+
+
+class ServingCalibrationRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, row: ServingCalibration) -> ServingCalibration:
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def get(self, calibration_id: int) -> ServingCalibration | None:
+        return self.session.get(ServingCalibration, calibration_id)
+
+    def latest(self, hardware: str) -> ServingCalibration | None:
+        query = select(ServingCalibration).where(ServingCalibration.hardware == hardware)
+        return self.session.scalar(query.order_by(ServingCalibration.id.desc()).limit(1))
+
+    def page(self, hardware: str | None, limit: int, offset: int) -> tuple[list[ServingCalibration], int]:
+        query = select(ServingCalibration)
+        if hardware is not None:
+            query = query.where(ServingCalibration.hardware == hardware)
+        total = self.session.scalar(select(func.count()).select_from(query.subquery())) or 0
+        rows = self.session.scalars(query.order_by(ServingCalibration.id.desc()).limit(limit).offset(offset)).all()
+        return list(rows), total
