@@ -9,8 +9,10 @@ applied to a serving estimate.
 whole, and the prompt's last iteration adds it to TTFT. `first_token_s` is a fixed cost of each request's first token
 outside the engine loop (HTTP, tokenising the prompt, the first chunk's path to the client). The factors scale the
 device time the roofline model gives each phase. Each is fitted by least squares on the stored pairs (predicted,
-measured); a parameter the points cannot tell apart (all at one predicted value) is held at its neutral value (0 or
-1). The held-out error leaves one load point out at a time: each point predicted by the fit on the others.
+measured), as a fixed cost, a factor or both, whichever predicts the points best when each is left out in turn (a
+handful of load tests cannot carry two parameters when their spread is noise); a parameter not fitted keeps its
+neutral value (0 or 1). The held-out error leaves one load point out at a time: each point predicted by the fit on
+the others.
 """
 
 from __future__ import annotations
@@ -41,26 +43,43 @@ class ServingCorrection:
 
 
 def _spread(x: Array) -> bool:
-    return x.size >= 3 and float(np.std(x)) > 1e-3 * float(np.mean(x))
+    return x.size >= 2 and float(np.std(x)) > 1e-3 * float(np.mean(x))
 
 
-def _affine(x: Array, y: Array) -> tuple[float, float]:
-    """y ≈ a·x + b with b ≥ 0 and a > 0 (least squares; b held at 0 when the points cannot tell it or it comes out
-    negative: a fixed cost is never below zero)."""
+def _candidates(x: Array, y: Array) -> list[tuple[float, float]]:
+    """y ≈ a·x + b fitted three ways, fewest parameters first: a fixed cost alone (a = 1, b the median gap, never
+    below 0), a factor alone (least squares through the origin), both (least squares; only where the points spread
+    and the cost comes out ≥ 0: a fixed cost is never negative)."""
+    out = [(1.0, max(0.0, float(np.median(y - x)))), (float(np.dot(x, y) / np.dot(x, x)), 0.0)]
     if _spread(x):
         a, b = np.linalg.lstsq(np.column_stack([x, np.ones_like(x)]), y, rcond=None)[0]
         if b >= 0 and a > 0:
-            return float(a), float(b)
-    return float(np.dot(x, y) / np.dot(x, x)), 0.0
+            out.append((float(a), float(b)))
+    return out
+
+
+def _choose(x: Array, y: Array) -> tuple[float, float]:
+    """The candidate (`_candidates`) whose leave-one-out error on the points themselves is least (the first of
+    equals): a handful of load tests cannot carry a slope and an intercept when their spread is the tools' noise."""
+    fits = _candidates(x, y)
+    if x.size < 2:
+        return fits[0]
+    errors = []
+    for k in range(len(fits)):
+        ape = []
+        for i in range(x.size):
+            keep = np.arange(x.size) != i
+            options = _candidates(x[keep], y[keep])
+            a, b = options[k] if k < len(options) else options[-1]
+            ape.append(abs((a * x[i] + b) / y[i] - 1))
+        errors.append(float(np.median(ape)))
+    return fits[int(np.argmin(errors))]
 
 
 def fit_serving(ttft_p: Array, ttft_m: Array, tpot_p: Array, tpot_m: Array) -> ServingCorrection:
     """The corrections that bring predicted means to measured ones (seconds; one entry per load test)."""
-    decode, host = _affine(tpot_p, tpot_m)
-    if _spread(ttft_p):
-        prefill, first = _affine(ttft_p, ttft_m - host)
-    else:  # one predicted TTFT: a fixed cost tells it as well as a factor; the fixed cost is the physical reading
-        prefill, first = 1.0, max(0.0, float(np.median(ttft_m - host - ttft_p)))
+    decode, host = _choose(tpot_p, tpot_m)
+    prefill, first = _choose(ttft_p, ttft_m - host)
     return ServingCorrection(first, host, prefill, decode)
 
 
