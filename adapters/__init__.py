@@ -13,6 +13,8 @@ response field; the service answers them as a 422.
 - training requests → `roofline.TrainingRun` and `TrainingRead` documents (`training_run`, `estimate_training`,
   `render_training`), and training plans → `roofline.plan_training` and `TrainingPlanRead` documents
   (`plan_training`, `render_training_plan`);
+- load-test result files (aiperf, GuideLLM, vLLM, SGLang, inference-perf, trtllm-bench) read and checked, and the
+  load they describe (`read_load_test`, `load_of`, `load_test_errors`);
 - request traces: files parsed and checked, encoded for storage (`parse_trace`, `trace_of`, `decode_trace`);
 - JSON inputs: nesting past the limit and NUL characters refused, whatever the schema (`check_json`, `nul_error`);
 - calibrations applied to core estimates before they are rendered (`Fitted`, `correct`, `calibrate_points`,
@@ -82,9 +84,24 @@ from adapters._intervals import (
     with_interval,
 )
 from adapters._json import check_json, depth_error, nul_error
+from adapters._loadtests import (
+    FORMATS,
+    Figures,
+    Measured,
+    ServingCorrection,
+    calibrate_serving,
+    check_measured,
+    correction_of,
+    fit_serving,
+    held_out,
+    load_of,
+    load_test_errors,
+    measured_doc,
+    read_load_test,
+)
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
-from adapters._serving import estimate_serving, host_link, render_serving, serving_requests
+from adapters._serving import estimate_serving, host_link, live_serving, render_serving, serving_requests
 from adapters._serving_plan import Hardware, PlanOutcome, plan_serving
 from adapters._sharing import trace_requests
 from adapters._trace_sharing import request_fields, shared_columns
@@ -93,6 +110,7 @@ from adapters._training import estimate_training, render_training, training_run
 from adapters._training_plan import plan_training, render_training_plan
 
 __all__ = [
+    "FORMATS",
     "KERNEL_FLOOR_S",
     "METHODS",
     "NOTES",
@@ -104,25 +122,31 @@ __all__ = [
     "CalibrationUse",
     "Chosen",
     "CollectiveGroup",
+    "Figures",
     "Fitted",
     "FittedGroup",
     "Hardware",
     "InvalidField",
+    "Measured",
     "OpGroup",
     "PlanOutcome",
     "Predictions",
     "Prepared",
     "RunCorrector",
+    "ServingCorrection",
     "Trace",
     "applied_correction",
     "calibrate_docs",
     "calibrate_points",
+    "calibrate_serving",
     "calibrated",
     "calibration_band",
     "calibration_groups",
     "check_json",
+    "check_measured",
     "check_sweep",
     "correct",
+    "correction_of",
     "covering",
     "decode_trace",
     "depth_error",
@@ -139,7 +163,9 @@ __all__ = [
     "evaluate_ops",
     "fabric",
     "fit_calibration",
+    "fit_serving",
     "group_of",
+    "held_out",
     "host_link",
     "inference_run",
     "inference_system",
@@ -147,6 +173,10 @@ __all__ = [
     "interval_table",
     "item_dict",
     "item_dicts",
+    "live_serving",
+    "load_of",
+    "load_test_errors",
+    "measured_doc",
     "media_type",
     "memory_bytes_per_s",
     "non_finite",
@@ -158,6 +188,7 @@ __all__ = [
     "predict",
     "predict_measured",
     "prepare_run",
+    "read_load_test",
     "render_run",
     "render_serving",
     "render_training",

@@ -289,3 +289,20 @@ def render_serving(
             for a, b, c, d, e in est.series
         ]
     return doc
+
+
+def live_serving(
+    body: ServingRequest, model: ModelSpec, system: roofline.System, longest: int
+) -> roofline.serving.LiveServing:
+    """The engines of an aggregated deployment, to serve requests as they come (`ridgeline emulate`): their
+    iteration-time surface covers requests of up to `longest` tokens (prompt and output)."""
+    if body.mode is not Mode.aggregated:
+        raise InvalidField("body.mode", "the emulated engine serves aggregated deployments")
+    longest = min(longest, model.max_context_tokens)
+    front = _engine(body, transformer(model, None), system, body.parallelism, body.engine, body.replicas, "body")
+    shape = Requests(np.array([max(1, longest - 1)]), np.array([1]), None, 1)  # the longest request served
+    try:
+        ready = roofline.serving.prepare(front, shape)
+    except ServingConfigError as err:
+        raise InvalidField(f"body.{err.field}", err.message) from None
+    return roofline.serving.LiveServing(ready.front, longest)

@@ -185,6 +185,13 @@ def agg_layout(row: dict[str, str]) -> tuple[int, int, int]:
     return tp, adp, expert_group(tp, moe_tp, ep)
 
 
+def _layout(row: dict[str, str]) -> str:
+    """The deployment's layout as the table records it (its parallelism columns), to group rows by deployment."""
+    keys = ("tp_size", "attention_dp_size", "pp_size", "moe_tp_size", "moe_ep_size")
+    sides = ("",) if row["mode"] == "agg" else ("prefill_", "decode_")
+    return " / ".join(",".join(row.get(side + k, "") for k in (*keys, "num_workers")) for side in sides)
+
+
 def agg_replicas(row: dict[str, str], concurrency: int) -> int:
     """Aggregated workers: aiconfigurator's `batch_size` is the concurrency per attention rank of one worker,
     concurrency / (replicas × attention-DP) (`sdk/config_adapter/inferencex.py`, `_worker`); 1 where that is not a
@@ -245,7 +252,7 @@ def silicon_rows(root: Path, limit: int | None = None) -> tuple[list[dict[str, A
         ttft, tpot = float(row["silicon_ttft_ms"]) / 1e3, float(row["silicon_tpot_ms"]) / 1e3
         rows.append({
             "id": row["id"], "model": row["model_path"], "system": row["system"], "backend": be, "mode": mode,
-            "precision": row["precision"], "isl": isl, "osl": osl, "concurrency": c,
+            "precision": row["precision"], "isl": isl, "osl": osl, "concurrency": c, "layout": _layout(row),
             "ttft_s": ttft, "tpot_s": tpot, "pred_ttft_s": est.ttft_s.mean, "pred_tpot_s": est.tpot_s.mean,
             "ttft_error": est.ttft_s.mean / ttft - 1.0, "tpot_error": est.tpot_s.mean / tpot - 1.0,
             "static_ttft_error": s_ttft / ttft - 1.0, "static_tpot_error": s_tpot / tpot - 1.0,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
 
 from schemas.benchmarks import TimingScope
 from schemas.common import Dtype, InputModel, Slug, UtcDatetime
@@ -14,7 +15,17 @@ OpFamily = Annotated[str, StringConstraints(min_length=1, max_length=20, pattern
 
 
 class CalibrationCreate(InputModel):
+    kind: Literal["ops", "serving"] = Field(
+        default="ops",
+        description="ops: corrections per op family from measured timings (/v1/benchmarks); serving: named "
+        "corrections of serving estimates (first-token cost, per-iteration host cost, prefill and decode factors) "
+        "from measured load tests (/v1/serving-benchmarks), applied by `options.calibration` in /v1/estimate/serving.",
+    )
     hardware: Slug
+    engine: Annotated[str, StringConstraints(min_length=1, max_length=20, pattern=r"^[a-z_]+$")] | None = Field(
+        default=None, description="serving: only load tests of this engine (vllm, sglang, trtllm, emulated, other)."
+    )
+    model: Slug | None = Field(default=None, description="serving: only load tests of this model.")
     op_families: list[OpFamily] | None = Field(
         default=None,
         min_length=1,
@@ -32,6 +43,17 @@ class CalibrationCreate(InputModel):
         default=0.5, description="Share of the results held out from the fit, at random, to measure it on."
     )
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = Field(default=0, description="Seed of the random split.")
+
+    @model_validator(mode="after")
+    def _fields_of_its_kind(self) -> CalibrationCreate:
+        """A field of the other kind would be ignored without a word: refused, named."""
+        other = ("op_families", "dtype", "timing_scope", "software", "since", "until", "holdout_fraction", "seed")
+        wrong = [f for f in (other if self.kind == "serving" else ("engine", "model")) if f in self.model_fields_set]
+        if wrong:
+            detail = InitErrorDetails(type="value_error", loc=(wrong[0],), input=getattr(self, wrong[0]),
+                                      ctx={"error": ValueError(f"does not apply to kind {self.kind}")})  # fmt: skip
+            raise ValidationError.from_exception_data("CalibrationCreate", [detail])
+        return self
 
 
 class ErrorStats(BaseModel):
@@ -99,6 +121,20 @@ class AccuracyGroup(BaseModel):
     worst: list[AccuracyCase]
 
 
+class ServingAccuracyGroup(BaseModel):
+    """Measured load tests (POST /v1/serving-benchmarks) of one hardware profile, engine and model: the error of the
+    prediction stored with each, of its mean TTFT, TPOT and end-to-end latency and its output-token throughput."""
+
+    hardware: str
+    engine: str
+    model: str
+    load_tests: int
+    ttft: ErrorStats
+    tpot: ErrorStats
+    e2e: ErrorStats
+    output_tokens_per_s: ErrorStats
+
+
 class AccuracyRead(BaseModel):
     """How far predictions are from measurements, per op family, dtype and size bucket, raw and calibrated.
 
@@ -110,3 +146,25 @@ class AccuracyRead(BaseModel):
     calibrated: ErrorStats
     groups: list[AccuracyGroup]
     worst: list[AccuracyCase]
+    serving: list[ServingAccuracyGroup] = Field(
+        default_factory=list, description="Measured load tests, their own kind: per hardware, engine and model."
+    )
+
+
+class ServingCalibrationRead(BaseModel):
+    """Named corrections of serving estimates, fitted on measured load tests (docs/serving-benchmarks.md)."""
+
+    id: int
+    kind: Literal["serving"] = "serving"
+    hardware: str
+    engine: str | None
+    model: str | None
+    load_tests: int = Field(description="Load tests it was fitted on.")
+    parameters: dict[str, float] = Field(
+        description="first_token_s, iteration_host_s (seconds), prefill_factor, decode_factor."
+    )
+    before: dict[str, ErrorStats] = Field(description="ttft, tpot: the simulation's error on the load tests.")
+    after: dict[str, ErrorStats] = Field(
+        description="ttft, tpot: the calibrated error, each load test predicted by the fit on the others."
+    )
+    created_at: UtcDatetime

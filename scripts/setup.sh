@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with Python >= 3.11 and installs Ridgeline into it. `scripts/setup.sh dev` adds the test tools.
+# Creates .venv with Python >= 3.11 and installs Ridgeline into it. `scripts/setup.sh dev` adds the test tools;
+# `scripts/setup.sh loadtools` the load-testing tools (aiperf, GuideLLM) in .venv-loadtools, alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,20 @@ if [ -z "$PYTHON" ]; then
   done
 fi
 [ -n "$PYTHON" ] || { echo "Ridgeline needs Python >= 3.11" >&2; exit 1; }
+
+# `scripts/setup.sh loadtools`: the load-testing tools the emulator's tests run (tests/emulate), in their own
+# .venv-loadtools: their pins would move the service's own packages back (aiperf: orjson ~=3.11.7, pillow ~=12.3,
+# rich ~=14.1; GuideLLM: click ~=8.4, and torch). `ridgeline-worker serving-bench` finds them there too.
+LOADTOOLS="aiperf==0.13.0 guidellm==0.8.1"
+if [ "${1:-}" = "loadtools" ]; then
+  if [ ! -x .venv-loadtools/bin/python ] || [ "$(cat .venv-loadtools/.ridgeline-tools 2>/dev/null)" != "$LOADTOOLS" ]; then
+    "$PYTHON" -m venv .venv-loadtools
+    # shellcheck disable=SC2086
+    .venv-loadtools/bin/python -m pip install --quiet $LOADTOOLS
+    echo "$LOADTOOLS" >.venv-loadtools/.ridgeline-tools
+  fi
+  exit 0
+fi
 
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

@@ -29,6 +29,10 @@ if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wa
   .venv/bin/python -m pip install --quiet -e ".[dev,worker]"
   echo "$want" >"$stamp"
 fi
+# aiperf and GuideLLM for the emulator's tests (tests/emulate, slow): their own venv, made once per tool versions.
+if [ "$fast" = "0" ]; then
+  scripts/setup.sh loadtools >/dev/null
+fi
 
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

@@ -31,6 +31,7 @@ from service.models.router import router as models_router
 from service.plan.router import router as plan_router
 from service.ratelimit import RateLimits
 from service.serving.router import router as serving_router
+from service.serving_benchmarks.router import router as serving_benchmarks_router
 from service.settings import Settings
 from service.system.router import install_metrics_middleware
 from service.system.router import router as system_router
@@ -122,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         hardware_router,
         models_router,
         benchmarks_router,
+        serving_benchmarks_router,
         calibrations_router,
         accuracy_router,
         roofline_router,

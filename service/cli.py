@@ -1,4 +1,4 @@
-"""`ridgeline`: serve the API, migrate the database, load the catalogue."""
+"""`ridgeline`: serve the API, migrate the database, load the catalogue, emulate a deployment."""
 
 from __future__ import annotations
 
@@ -208,6 +208,23 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_emulate(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.emulate.app import create_emulator
+    from service.emulate.build import DeploymentError, deployment_doc, emulated
+
+    try:
+        doc = deployment_doc(args.deployment, args.model, args.hardware)
+        served = emulated(doc, args.max_tokens, args.default_output_tokens, args.served_model_name)
+    except DeploymentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"Emulated {served.model} listening on http://{args.host}:{args.port}/v1", flush=True)
+    uvicorn.run(create_emulator(served), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ridgeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -279,6 +296,19 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--software", action="append", default=[], metavar="NAME=VERSION", help="repeatable")
     imp.add_argument("--batch-size", type=int, default=10_000, help="results per request (at most 10 000)")
     bench.set_defaults(func=cmd_benchmarks)
+
+    emu = sub.add_parser(
+        "emulate", help="serve an OpenAI-compatible endpoint that behaves as a planned deployment (docs/emulate.md)"
+    )
+    emu.add_argument("--deployment", help="JSON file: a POST /v1/estimate/serving body without its load")
+    emu.add_argument("--model", help="catalogue model slug (overrides the file's)")
+    emu.add_argument("--hardware", help="catalogue hardware slug (overrides the file's)")
+    emu.add_argument("--host", default="127.0.0.1")
+    emu.add_argument("--port", type=int, default=8001)
+    emu.add_argument("--max-tokens", type=int, default=8192, help="longest request served, prompt and output")
+    emu.add_argument("--default-output-tokens", type=int, default=256, help="when a request sets no max_tokens")
+    emu.add_argument("--served-model-name", help="the model name answered (default: the model slug)")
+    emu.set_defaults(func=cmd_emulate)
     return parser
 
 

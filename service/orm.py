@@ -225,3 +225,50 @@ class ServingTrace(Base):
     # The key that first stored these requests (only it or an admin key may delete them).
     owner_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class ServingBenchmark(Base):
+    """One measured load test (`POST /v1/serving-benchmarks`): the deployment and load, what the tool measured, and
+    the prediction made for them at upload; the errors of the means are columns, for the accuracy report."""
+
+    __tablename__ = "serving_benchmarks"
+    __table_args__ = (UniqueConstraint("api_key_id", "idempotency_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    format: Mapped[str] = mapped_column(String(20))
+    model: Mapped[str] = mapped_column(String(64), index=True)
+    hardware: Mapped[str] = mapped_column(String(64), index=True)
+    hardware_version: Mapped[int] = mapped_column(Integer)
+    device: Mapped[str | None] = mapped_column(String(200))
+    engine: Mapped[str] = mapped_column(String(20))
+    engine_version: Mapped[str] = mapped_column(String(64))
+    host: Mapped[str | None] = mapped_column(String(200))
+    deployment: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    load: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    measured: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    predicted: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    error_ttft: Mapped[float | None] = mapped_column(Float)
+    error_tpot: Mapped[float | None] = mapped_column(Float)
+    error_e2e: Mapped[float | None] = mapped_column(Float)
+    error_output_tokens_per_s: Mapped[float | None] = mapped_column(Float)
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class ServingCalibration(Base):
+    """Named corrections of serving predictions fitted on measured load tests of one hardware profile (and engine,
+    and model, where given): `parameters` (first-token cost, per-iteration host cost, prefill and decode factors),
+    and the held-out errors before and after (leave one load point out)."""
+
+    __tablename__ = "serving_calibrations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hardware: Mapped[str] = mapped_column(String(64), index=True)
+    engine: Mapped[str | None] = mapped_column(String(20))
+    model: Mapped[str | None] = mapped_column(String(64))
+    points: Mapped[int] = mapped_column(Integer)
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    errors: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

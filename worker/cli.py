@@ -4,6 +4,7 @@
     ridgeline-worker suites
     ridgeline-worker run --server URL --token KEY [--suite ceilings,matmul] [--quick]
     ridgeline-worker flush --server URL --token KEY
+    ridgeline-worker serving-bench --tool aiperf --endpoint URL --deployment FILE --server URL --token KEY
 
 Settings come from flags or the environment: RIDGELINE_URL, RIDGELINE_TOKEN, RIDGELINE_SPOOL_DIR.
 Exit status: 0 all done; 1 a case failed or a batch was refused; 2 bad usage or an unknown device;
@@ -482,6 +483,10 @@ def build_parser(env: dict[str, str] | os._Environ[str] = os.environ) -> argpars
     flush.add_argument("--retry-rejected", action="store_true",
                        help="send refused and conflicting batches again (after adding a profile, say)")  # fmt: skip
     flush.set_defaults(func=cmd_flush)
+
+    from worker.servingbench import add_parser as serving_bench
+
+    serving_bench(sub, connection, spool)
 
     check = sub.add_parser("check-triton", help="compile the Triton kernels for NVIDIA targets (no GPU needed)")
     check.add_argument("--arch", type=int, nargs="+", default=[80, 90], help="SM versions (default 80 90)")

@@ -217,11 +217,12 @@ class RidgelineClient:
         body = self._final(response)
         return Resolution(device=body["device"], slug=body["slug"], name=body["name"], rule=body["rule"])
 
-    def upload(self, payload: bytes, idempotency_key: str) -> Uploaded:
-        """POST one batch (already serialised, so every retry sends the same bytes) to /v1/benchmarks."""
+    def upload(self, payload: bytes, idempotency_key: str, path: str = "/v1/benchmarks") -> Uploaded:
+        """POST one batch (already serialised, so every retry sends the same bytes) to /v1/benchmarks, or one load
+        test to /v1/serving-benchmarks."""
         response = self._send(
             "POST",
-            "/v1/benchmarks",
+            path,
             content=payload,
             headers={"content-type": "application/json", "idempotency-key": idempotency_key},
         )

@@ -37,9 +37,11 @@ from typing import Any
 
 from worker.client import dumps
 
-__all__ = ["Journal", "Spool", "SpoolEntry", "batch_id", "idempotency_key"]
+__all__ = ["BENCHMARKS", "SERVING_BENCHMARKS", "Journal", "Spool", "SpoolEntry", "batch_id", "idempotency_key"]
 
 FORMAT = 1
+BENCHMARKS = "/v1/benchmarks"  # where a batch is sent: measured timings (default), or
+SERVING_BENCHMARKS = "/v1/serving-benchmarks"  # one load test (`ridgeline-worker serving-bench`)
 
 
 def batch_id(payload: dict[str, Any]) -> str:
@@ -60,6 +62,7 @@ class SpoolEntry:
     attempts: int = 0
     last_error: str | None = None
     history: list[str] = field(default_factory=list)
+    path: str = BENCHMARKS
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +73,7 @@ class SpoolEntry:
             "attempts": self.attempts,
             "last_error": self.last_error,
             "history": self.history[-20:],
+            "path": self.path,
             "payload": self.payload,
         }
 
@@ -85,11 +89,13 @@ class SpoolEntry:
             attempts=int(doc.get("attempts", 0)),
             last_error=doc.get("last_error"),
             history=list(doc.get("history", [])),
+            path=str(doc.get("path", BENCHMARKS)),  # entries spooled before load tests were: timings
         )
 
     @property
     def results(self) -> int:
-        return len(self.payload.get("results", []))
+        """Measurements it carries: a batch's results, or one load test."""
+        return 1 if self.path == SERVING_BENCHMARKS else len(self.payload.get("results", []))
 
 
 class Spool:
@@ -149,13 +155,14 @@ class Spool:
         _fsync_dir(directory)
         return target
 
-    def put(self, payload: dict[str, Any]) -> SpoolEntry:
-        """Store a batch durably (before it is sent). Putting the same payload twice keeps one file."""
+    def put(self, payload: dict[str, Any], path: str = BENCHMARKS) -> SpoolEntry:
+        """Store a batch durably (before it is sent to `path`). Putting the same payload twice keeps one file."""
         entry = SpoolEntry(
             id=batch_id(payload),
             idempotency_key=idempotency_key(payload),
             payload=payload,
             created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+            path=path,
         )
         existing = self.pending_dir / f"{entry.id}.json"
         if existing.exists():

@@ -35,6 +35,7 @@ from roofline.serving._deploy import (
     prepare,
     transfer_function,
 )
+from roofline.serving._live import LiveServing, TokenEvent
 from roofline.serving._plan import (
     Check,
     Deployment,
@@ -66,6 +67,7 @@ __all__ = [
     "EngineSpec",
     "Entry",
     "IterationSurface",
+    "LiveServing",
     "Objectives",
     "Point",
     "Pool",
@@ -81,6 +83,7 @@ __all__ = [
     "Speculation",
     "SurfaceCache",
     "Targets",
+    "TokenEvent",
     "Trace",
     "band_factors",
     "check_at_traffic",

@@ -10,8 +10,10 @@ from sqlalchemy.orm import Session
 
 import adapters
 from roofline import intervals
-from schemas.calibrations import AccuracyCase, AccuracyGroup, AccuracyRead
+from schemas.calibrations import AccuracyCase, AccuracyGroup, AccuracyRead, ErrorStats, ServingAccuracyGroup
+from service.orm import ServingBenchmark
 from service.results.repository import ResultColumns, ResultRepository, RunFilters
+from service.results.serving import Filters, ServingBenchmarkRepository
 
 MATRIX_FAMILIES = frozenset({"matmul", "attention"})  # sized by FLOPs; the rest by bytes moved
 
@@ -78,6 +80,7 @@ def report(session: Session, filters: RunFilters, worst: int) -> AccuracyRead:
         calibrated=adapters.error_stats(calibrated, measured),
         groups=out,
         worst=_cases(data, list(range(len(measured))), signed, max(worst, 10)),
+        serving=serving_groups(session, filters.hardware),
     )
 
 
@@ -114,3 +117,29 @@ def points(session: Session, filters: RunFilters, limit: int) -> list[dict[str, 
             }
         )
     return out
+
+
+def _stats(errors: list[float | None]) -> ErrorStats:
+    """`error_stats` of stored signed errors (predicted / measured − 1) as predicted ratios over a measured 1."""
+    signed = np.array([np.nan if e is None else e for e in errors], dtype=np.float64)
+    return adapters.error_stats(signed + 1.0, np.ones_like(signed))
+
+
+def serving_groups(session: Session, hardware: str | None) -> list[ServingAccuracyGroup]:
+    """The load tests' errors per hardware, engine and model."""
+    groups: dict[tuple[str, str, str], list[ServingBenchmark]] = {}
+    for row in ServingBenchmarkRepository(session).all(Filters(hardware=hardware)):
+        groups.setdefault((row.hardware, row.engine, row.model), []).append(row)
+    return [
+        ServingAccuracyGroup(
+            hardware=hw,
+            engine=engine,
+            model=model,
+            load_tests=len(rows),
+            ttft=_stats([r.error_ttft for r in rows]),
+            tpot=_stats([r.error_tpot for r in rows]),
+            e2e=_stats([r.error_e2e for r in rows]),
+            output_tokens_per_s=_stats([r.error_output_tokens_per_s for r in rows]),
+        )
+        for (hw, engine, model), rows in sorted(groups.items())
+    ]
