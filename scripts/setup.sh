@@ -16,15 +16,26 @@ fi
 [ -n "$PYTHON" ] || { echo "Ridgeline needs Python >= 3.11" >&2; exit 1; }
 
 # `scripts/setup.sh loadtools`: the load-testing tools the emulator's tests run (tests/emulate), in their own
-# .venv-loadtools: their pins would move the service's own packages back (aiperf: orjson ~=3.11.7, pillow ~=12.3,
-# rich ~=14.1; GuideLLM: click ~=8.4, and torch). `ridgeline-worker serving-bench` finds them there too.
-LOADTOOLS="aiperf==0.13.0 guidellm==0.8.1"
+# virtualenv: their pins would move the service's own packages back (aiperf: orjson ~=3.11.7, pillow ~=12.3,
+# rich ~=14.1; GuideLLM: click ~=8.4, and torch). PyTorch 2.13.0 goes in first, so GuideLLM's unpinned `torch` takes
+# it (on this project's machines the CPU build lies on disk; unpinned, pip took a 6.5 GB CUDA build). The virtualenv
+# is kept per tool versions under RIDGELINE_LOADTOOLS_CACHE (default ~/.cache/ridgeline), so a fresh clone on the
+# same machine reuses it, and .venv-loadtools links to it; `ridgeline-worker serving-bench` finds the tools there.
+LOADTOOLS="torch==2.13.0 aiperf==0.13.0 guidellm==0.8.1"
 if [ "${1:-}" = "loadtools" ]; then
-  if [ ! -x .venv-loadtools/bin/python ] || [ "$(cat .venv-loadtools/.ridgeline-tools 2>/dev/null)" != "$LOADTOOLS" ]; then
-    "$PYTHON" -m venv .venv-loadtools
+  cache="${RIDGELINE_LOADTOOLS_CACHE:-$HOME/.cache/ridgeline}"
+  venv="$cache/loadtools-$(echo "$LOADTOOLS" | sha256sum | cut -c1-12)"
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.ridgeline-tools" 2>/dev/null)" != "$LOADTOOLS" ]; then
+    rm -rf "$venv"
+    mkdir -p "$cache"
+    "$PYTHON" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet torch==2.13.0
     # shellcheck disable=SC2086
-    .venv-loadtools/bin/python -m pip install --quiet $LOADTOOLS
-    echo "$LOADTOOLS" >.venv-loadtools/.ridgeline-tools
+    "$venv/bin/python" -m pip install --quiet $LOADTOOLS
+    echo "$LOADTOOLS" >"$venv/.ridgeline-tools"
+  fi
+  if [ ! -e .venv-loadtools ] || [ -L .venv-loadtools ]; then
+    ln -sfn "$venv" .venv-loadtools
   fi
   exit 0
 fi
