@@ -20,6 +20,7 @@ from roofline.serving._config import (
     KV_POLICIES,
     ROUTERS,
     SCHEDULERS,
+    Lora,
     Requests,
     Scheduler,
     ServingConfigError,
@@ -35,6 +36,7 @@ from roofline.serving._deploy import (
     prepare,
     transfer_function,
 )
+from roofline.serving._lora import LORA_RANKS, LoraStats, adapter_bytes, flops_per_token, kernel_surface
 from roofline.serving._plan import (
     Check,
     Deployment,
@@ -57,6 +59,7 @@ from roofline.serving._surface import IterationSurface
 
 __all__ = [
     "KV_POLICIES",
+    "LORA_RANKS",
     "ROUTERS",
     "SCHEDULERS",
     "CacheStats",
@@ -66,6 +69,8 @@ __all__ = [
     "EngineSpec",
     "Entry",
     "IterationSurface",
+    "Lora",
+    "LoraStats",
     "Objectives",
     "Point",
     "Pool",
@@ -82,10 +87,13 @@ __all__ = [
     "SurfaceCache",
     "Targets",
     "Trace",
+    "adapter_bytes",
     "band_factors",
     "check_at_traffic",
     "estimate_serving",
+    "flops_per_token",
     "host_blocks",
+    "kernel_surface",
     "kv_pool_blocks",
     "loops",
     "operating_point",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roofline.serving._config import Requests
+from roofline.serving._lora import LoraStats
 from roofline.serving._prefix import CacheStats
 from roofline.serving._simulator import Pool, Trace
 
@@ -102,6 +103,7 @@ class ServingEstimate:
     series: list[tuple[float, float, int, int, float]] = field(default_factory=list)
     band: ServingBand | None = None  # the prediction interval's factors (None: no interval table)
     caches: list[CacheStats] | None = None  # prefix caching: per engine of the front pool (None: no cache)
+    lora: list[LoraStats] | None = None  # LoRA adapters: per engine (None: none named)
 
 
 def summarise(trace: Trace, requests: Requests, devices: int, objectives: Objectives,
@@ -150,6 +152,7 @@ def summarise(trace: Trace, requests: Requests, devices: int, objectives: Object
         series=_thin(trace.series or [], 2000),
         band=band,
         caches=trace.caches,
+        lora=trace.lora,
     )
 
 
