@@ -3,7 +3,7 @@ serving estimate as a `ServingRead` document."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -11,11 +11,13 @@ import numpy as np
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
+from adapters._lora import lora_read
 from adapters._sharing import prefix_cache_read, shared_requests, trace_requests
 from adapters._trace_sharing import shared_columns
 from adapters._traces import Trace, trace_of
 from roofline.serving import (
     EngineSpec,
+    Lora,
     Objectives,
     Requests,
     Scheduler,
@@ -51,6 +53,7 @@ def _scheduler(opts: EngineOptions, router: str = "round_robin", host: float = 0
         host_cache_bytes=opts.host_cache_bytes,
         host_link_bytes_per_s=host,
         router=router,
+        lora=Lora(opts.max_loras, opts.max_cpu_loras or 0, opts.max_lora_rank),
     )
 
 
@@ -131,7 +134,21 @@ def serving_requests(body: ServingRequest, context_limit: int, trace: Trace | No
             where,
             f"a request of {longest} tokens (prompt and output) exceeds the model's context of {context_limit}",
         )
-    return requests
+    return _with_adapters(body, requests, rng, trace)
+
+
+def _with_adapters(body: ServingRequest, requests: Requests, rng: np.random.Generator, trace: Trace | None) -> Requests:
+    """The requests' LoRA adapters: drawn (`load.adapters`, after everything else from the same generator, so that
+    a load's other draws do not change), or a trace's adapter column (their rank the engine's max_lora_rank)."""
+    load = body.load
+    if load.adapters is not None:
+        spec = load.adapters
+        adapter = draw.adapters(rng, requests.count, spec.count, str(spec.popularity), spec.zipf_exponent)
+        return replace(requests, adapter=adapter, adapter_rank=spec.rank)
+    if trace is None or trace.sharing is None or trace.sharing.adapter is None:
+        return requests
+    opts = body.engine if body.prefill is None else body.prefill.engine
+    return replace(requests, adapter=trace.sharing.adapter, adapter_rank=opts.max_lora_rank)
 
 
 def estimate_serving(
@@ -157,7 +174,8 @@ def estimate_serving(
         pre, dec = body.prefill, body.decode
         front = _engine(body, core_model, system, pre.parallelism, pre.engine, pre.workers, "body.prefill",
                         str(body.router), host)  # fmt: skip
-        back = _engine(body, core_model, system, dec.parallelism, dec.engine, dec.workers, "body.decode")
+        back = _engine(body, core_model, system, dec.parallelism, dec.engine, dec.workers, "body.decode",
+                       host=host)  # fmt: skip
     if body.load.concurrency is not None and body.load.concurrency > body.load.requests:
         raise InvalidField("body.load.requests", f"at least the concurrency ({body.load.concurrency})")
     try:
@@ -177,6 +195,7 @@ def estimate_serving(
     )
     doc = render_serving(body, model_name, hw_name, est, ready)
     doc["prefix_cache"] = prefix_cache_read(est.caches, requests.hash_block)
+    doc["lora"] = lora_read(est.lora, requests, ready)
     return doc
 
 
