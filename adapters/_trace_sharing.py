@@ -1,6 +1,6 @@
 """The sharing columns of a request trace (issue 41): each request's prefix hashes (Mooncake's `hash_ids`, or
-Ridgeline's `prefix_hashes`), its session and turn, its LoRA adapter; collected as a file is read, checked, stored after the three
-columns (`adapters._traces`)."""
+Ridgeline's `prefix_hashes`), its session and turn, its LoRA adapter; collected as a file is read, checked, stored
+after the three columns (`adapters._traces`)."""
 
 from __future__ import annotations
 
