@@ -34,8 +34,9 @@ from schemas.serving import EngineOptions, LengthKind, Lengths, Mode, ServingPar
 from schemas.traces import TraceFormat
 
 
-def _scheduler(opts: EngineOptions, router: str = "round_robin", host: float = 0.0) -> Scheduler:
-    """The core's scheduler; `host`: the profile's host link, bytes/s per direction (0: none)."""
+def _scheduler(opts: EngineOptions, router: str = "round_robin", host: float = 0.0, lora: bool = False) -> Scheduler:
+    """The core's scheduler; `host`: the profile's host link, bytes/s per direction (0: none); `lora`: the requests
+    name adapters (the engine's LoRA options apply)."""
     return Scheduler(
         kind=str(opts.scheduler),
         max_num_seqs=opts.max_num_seqs,
@@ -53,7 +54,7 @@ def _scheduler(opts: EngineOptions, router: str = "round_robin", host: float = 0
         host_cache_bytes=opts.host_cache_bytes,
         host_link_bytes_per_s=host,
         router=router,
-        lora=Lora(opts.max_loras, opts.max_cpu_loras or 0, opts.max_lora_rank),
+        lora=Lora(opts.max_loras, opts.max_cpu_loras or 0, opts.max_lora_rank) if lora else None,
     )
 
 
@@ -65,6 +66,7 @@ def host_link(interconnect: Interconnect) -> float:
 def _engine(
     body: ServingRequest, model: roofline.Transformer, system: roofline.System, par: ServingParallelism,
     opts: EngineOptions, replicas: int, where: str, router: str = "round_robin", host: float = 0.0,
+    lora: bool = False,
 ) -> EngineSpec:  # fmt: skip
     run = inference_run(
         model, system, roofline.Workload.uniform(1, 1, 1),
@@ -76,7 +78,7 @@ def _engine(
     except roofline.InferenceConfigError as err:
         field = err.field.replace("parallelism.data", "parallelism.attention_data")
         raise InvalidField(f"{where}.{field}", err.message) from None
-    return EngineSpec(run, _scheduler(opts, router, host), replicas, opts.memory_fraction)
+    return EngineSpec(run, _scheduler(opts, router, host, lora), replicas, opts.memory_fraction)
 
 
 def _lengths(rng: np.random.Generator, spec: Lengths, count: int, field: str) -> np.ndarray:
@@ -165,17 +167,18 @@ def estimate_serving(
     host = host_link(hw_spec.interconnect)
     core_model = transformer(model_spec, None)
     requests = serving_requests(body, model_spec.max_context_tokens, trace)
+    lora = requests.adapter is not None
     if body.mode is Mode.aggregated:
         front = _engine(body, core_model, system, body.parallelism, body.engine, body.replicas, "body",
-                        str(body.router), host)  # fmt: skip
+                        str(body.router), host, lora)  # fmt: skip
         back = None
     else:
         assert body.prefill is not None and body.decode is not None
         pre, dec = body.prefill, body.decode
         front = _engine(body, core_model, system, pre.parallelism, pre.engine, pre.workers, "body.prefill",
-                        str(body.router), host)  # fmt: skip
+                        str(body.router), host, lora)  # fmt: skip
         back = _engine(body, core_model, system, dec.parallelism, dec.engine, dec.workers, "body.decode",
-                       host=host)  # fmt: skip
+                       host=host, lora=lora)  # fmt: skip
     if body.load.concurrency is not None and body.load.concurrency > body.load.requests:
         raise InvalidField("body.load.requests", f"at least the concurrency ({body.load.concurrency})")
     try:

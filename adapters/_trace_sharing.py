@@ -36,9 +36,9 @@ class TraceSharing:
     def raw(self) -> bytes:
         magic = SHARING_MAGIC if self.adapter is None else ADAPTER_MAGIC
         head = magic + self.block.to_bytes(8, "little") + len(self.hashes).to_bytes(8, "little")
-        columns = (self.starts, self.hashes, self.session, self.turn)
+        columns = [self.starts, self.hashes, self.session, self.turn]
         if self.adapter is not None:
-            columns = (*columns, self.adapter)
+            columns.append(self.adapter)
         return head + b"".join(np.ascontiguousarray(a, dtype="<i8").tobytes() for a in columns)
 
     @staticmethod

@@ -12,7 +12,7 @@ from roofline.collectives import collective
 from roofline.inference import InferenceRun, Parallelism, kv_bytes_per_sequence, weights_per_device
 from roofline.inference._memory import activation_bytes_per_sequence
 from roofline.serving import _lora
-from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError
+from roofline.serving._config import KV_POLICIES, SCHEDULERS, Lora, Requests, Scheduler, ServingConfigError
 from roofline.serving._simulator import Pool
 from roofline.serving._surface import IterationSurface
 from roofline.serving._surface_build import build_surface
@@ -162,7 +162,7 @@ def _pool(
     return Pool(surface, scheduler, engines, hw.launch_s), per_engine, surface.error
 
 
-def _lora_costs(spec: EngineSpec, requests: Requests, field: str, tokens: int, launch_s: float) -> _lora.Lora:
+def _lora_costs(spec: EngineSpec, requests: Requests, field: str, tokens: int, launch_s: float) -> Lora:
     """The LoRA options with their costs: a slot's bytes, a load's seconds per unit of rank over the host link,
     the kernels' surface."""
     lora, run = spec.scheduler.lora, spec.run
