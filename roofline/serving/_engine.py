@@ -187,15 +187,14 @@ class Engine:
             self._admit_decode()
         elif sched.kind == "static":
             if self.decoding == 0 and not self.prefilling:
-                skipped: list[int] = []
+                self._release_held()
                 while self.waiting and len(self.prefilling) < sched.max_num_seqs:
                     rid = self.waiting[0]
-                    if not self._lora_fits(rid, skipped):
+                    if not self._lora_fits(rid):
                         continue
                     if not self.can_admit(rid):
                         break
                     self._admitted(self.waiting.popleft(), now)
-                self.waiting.extendleft(reversed(skipped))
                 chunks = [(rid, sim.prompt[rid] - sim.done[rid]) for rid in self.prefilling]
         else:
             budget = sched.max_num_batched_tokens - self.decoding * self.width
@@ -207,10 +206,10 @@ class Engine:
                 chunks.append((rid, q))
                 budget -= q
             seqs = self.decoding + len(self.prefilling)
-            skipped = []
+            self._release_held()
             while self.waiting and budget > 0 and seqs < sched.max_num_seqs:
                 rid = self.waiting[0]
-                if not self._lora_fits(rid, skipped):
+                if not self._lora_fits(rid):
                     continue
                 if not self.can_admit(rid):
                     break
@@ -223,7 +222,6 @@ class Engine:
                 chunks.append((rid, q))
                 budget -= q
                 seqs += 1
-            self.waiting.extendleft(reversed(skipped))
         d = self.decoding
         if not chunks and d == 0:
             self.busy = False
@@ -328,15 +326,14 @@ class Engine:
     def _active(self) -> int:
         return len(self.adapters.active) if self.adapters is not None else 0
 
-    def _lora_fits(self, rid: int, skipped: list[int]) -> bool:
-        """Whether the head of the queue may join the batch under `max_loras`; if not, it is set aside in `skipped`
-        (vLLM skips it and looks at the next waiting request: scheduler.py:1091-1101)."""
+    def _lora_fits(self, rid: int) -> bool:
+        """Whether the head of the queue may join the batch under `max_loras` (else it is held back)."""
         lora = self.adapters
-        if lora is None or lora.fits(self._adapter(rid)):
-            return True
-        lora.delayed(rid)
-        skipped.append(self.waiting.popleft())
-        return False
+        return lora is None or lora.fits_or_hold(self.waiting, self._adapter(rid))
+
+    def _release_held(self) -> None:
+        if self.adapters is not None:
+            self.adapters.release_held(self.waiting)
 
     def _admitted(self, rid: int, now: float) -> None:
         if self.adapters is not None:
@@ -360,9 +357,9 @@ class Engine:
 
     def _admit_decode(self) -> None:
         """A disaggregated decode worker: requests arrive with their KV cache; admitted while there is room."""
-        skipped: list[int] = []
+        self._release_held()
         while self.waiting and self.decoding < self.sched.max_num_seqs:
-            if not self._lora_fits(self.waiting[0], skipped):
+            if not self._lora_fits(self.waiting[0]):
                 continue
             if not self.can_admit(self.waiting[0]):
                 break
@@ -371,7 +368,6 @@ class Engine:
                 self.adapters.join(self._adapter(rid))
             self.take(rid)
             self._join(rid)
-        self.waiting.extendleft(reversed(skipped))
 
     def _top(self) -> int:
         heap, version = self.heap, self.sim.version

@@ -25,7 +25,7 @@ adapter costs, and the engine's adapter state (slots, host cache, the running ba
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,16 +131,34 @@ class Adapters:
         self.stats = LoraStats()
         self.pending_s = 0.0  # loads to run before the next iteration's forward pass
         self.waited: set[int] = set()
+        self.version = 0  # counts adapters leaving the running batch (a skipped request may fit after one)
+        self.skipped: deque[int] = deque()  # waiting requests skipped by `max_loras`, ahead of the queue
+        self.skipped_version = 0
 
     def fits(self, adapter: int) -> bool:
         """vLLM's rule (vllm/v1/core/sched/scheduler.py:1091-1101): a request is scheduled only when its adapter is
         in the running batch's set or the set holds fewer than `max_loras`; else it is skipped this step."""
         return adapter < 0 or adapter in self.active or len(self.active) < self.lora.max_loras
 
-    def delayed(self, rid: int) -> None:
+    def fits_or_hold(self, waiting: deque[int], adapter: int) -> bool:
+        """Whether the head of `waiting` (of `adapter`) fits; if not, it is held back in `skipped` (vLLM skips it
+        and looks at the next waiting request)."""
+        if self.fits(adapter):
+            return True
+        rid = waiting.popleft()
         if rid not in self.waited:
             self.waited.add(rid)
             self.stats.delayed += 1
+        self.skipped.append(rid)
+        return False
+
+    def release_held(self, waiting: deque[int]) -> None:
+        """Requests held back stay skipped, without being looked at again, until an adapter leaves the batch; then
+        they return to the head of `waiting`, in their order."""
+        if self.skipped and self.version != self.skipped_version:
+            waiting.extendleft(reversed(self.skipped))
+            self.skipped.clear()
+        self.skipped_version = self.version
 
     def join(self, adapter: int) -> None:
         if adapter < 0:
@@ -180,6 +198,7 @@ class Adapters:
         else:
             del self.active[adapter]
             self.slots.move_to_end(adapter)  # last used now
+            self.version += 1
 
     def kernel_s(self, tokens: float) -> float:
         """The LoRA kernels of an iteration of `tokens` with the running batch's adapters."""

@@ -284,7 +284,8 @@ class Simulation:
 
     @staticmethod
     def _load(engine: Engine) -> int:
-        return len(engine.waiting) + len(engine.prefilling) + engine.decoding
+        held = len(engine.adapters.skipped) if engine.adapters is not None else 0
+        return len(engine.waiting) + held + len(engine.prefilling) + engine.decoding
 
     def _moved(self, engine: Engine) -> None:
         """Record `engine`'s load in its pool's heap (after anything that may change it)."""
