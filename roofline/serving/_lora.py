@@ -60,10 +60,18 @@ def stage_layers(run: InferenceRun) -> int:
     return -(-run.model.layers // run.parallelism.pipeline)
 
 
+def lora_dtype(run: InferenceRun) -> str:
+    """The adapters' dtype: vLLM's `lora_dtype` "auto" is the model's dtype (vllm/config/lora.py
+    `verify_with_model_config`), the activations' type, 16-bit under narrower weights or activations (fp8 or fp4
+    checkpoints keep a 16-bit model dtype)."""
+    dtype = run.precision.activations
+    return dtype if dtype_bytes(dtype) >= 2 else "bf16"
+
+
 def adapter_bytes(run: InferenceRun, rank: int) -> float:
     """Bytes of one adapter of `rank` on one device: rank × (d_in + d_out) per adapted layer, per layer of the
-    busiest stage, in the model's dtype (vLLM's `lora_dtype` "auto")."""
-    size = dtype_bytes(run.precision.activations)
+    busiest stage, in `lora_dtype`."""
+    size = dtype_bytes(lora_dtype(run))
     per_layer = sum(a + b for a, b in projections(run.model, run.parallelism.tensor))
     return rank * per_layer * stage_layers(run) * size
 
@@ -90,7 +98,7 @@ def kernel_surface(run: InferenceRun, lora: Lora, max_tokens: int, launch_s: flo
     stage, a shrink (tokens × d_in × R) and an expand (tokens × R × d_out) at R = `max_lora_rank`, the tokens in
     one group per adapter (`roofline.ops.matmul` with that batch)."""
     hw = run.system.hardware
-    dtype = run.precision.activations
+    dtype = lora_dtype(run)
     adapters = sorted({1, *(int(a) for a in np.unique(np.geomspace(1, lora.max_loras, 8).round())), lora.max_loras})
     tokens = [float(t) for t in token_grid(max(max_tokens, 2))]
     a = np.array(adapters, dtype=np.float64)[:, None]

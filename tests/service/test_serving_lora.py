@@ -115,3 +115,17 @@ def test_a_trace_names_its_own_adapters_and_loads_need_a_host_link(client: TestC
     body["dtypes"] = {"weights": "fp32", "activations": "fp32"}
     body["engine"]["memory_fraction"] = 1.0
     assert rejected(client.post(PATH, json=body)) == ["body.load.adapters"]
+
+
+def test_disaggregated_pools_each_load_their_adapters(client: TestClient) -> None:
+    # Adapters 7, 9, 7 on one prefill and one decode worker, max_loras 2 each: each worker loads both adapters once
+    # (4 loads, 4 host misses: each worker has its own host cache), and each holds its own slots.
+    trace = [{"arrival_s": 0.0, "prompt_tokens": 100, "output_tokens": 10, "adapter": a} for a in (7, 9, 7)]
+    pool = {"workers": 1, "engine": {"max_loras": 2}}
+    body = {"model": "llama-3-8b", "hardware": "h100-sxm", "mode": "disaggregated", "prefill": pool, "decode": pool,
+            "load": {"trace": trace}}  # fmt: skip
+    response = client.post(PATH, json=body)
+    assert response.status_code == 200, response.text
+    lora = response.json()["lora"]
+    assert (lora["adapters"], lora["loads"], lora["host_misses"]) == (2, 4, 4)
+    assert lora["memory_bytes_per_device"] == 2 * SLOT
