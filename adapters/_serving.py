@@ -306,8 +306,9 @@ def render_serving(
         "series": None,
     }
     if body.series:
+        adapters = est.series_adapters or [0] * len(est.series)
         doc["series"] = [
-            {"start_s": a, "duration_s": b, "decoding": c, "prefill_tokens": d, "kv_cache_use": e}
-            for a, b, c, d, e in est.series
+            {"start_s": a, "duration_s": b, "decoding": c, "prefill_tokens": d, "kv_cache_use": e, "adapters": n}
+            for (a, b, c, d, e), n in zip(est.series, adapters, strict=True)
         ]
     return doc

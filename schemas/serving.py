@@ -337,6 +337,7 @@ class SeriesPoint(BaseModel):
     decoding: int
     prefill_tokens: int
     kv_cache_use: float
+    adapters: int = Field(default=0, description="Distinct LoRA adapters in the iteration's batch.")
 
 
 class ServingRead(BaseModel):

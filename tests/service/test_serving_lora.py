@@ -64,11 +64,14 @@ def test_adapters_take_their_slots_from_the_kv_pool_and_max_loras_caps_the_batch
     assert again["lora"] == response.json()["lora"] and again["ttft_s"] == response.json()["ttft_s"]
 
 
-def test_one_adapter_per_batch_serves_adapters_one_after_another(client: TestClient) -> None:
-    body = with_(with_(LORA, "engine.max_loras", 1), "engine.max_cpu_loras", None)
-    doc = client.post(PATH, json=body).json()["lora"]
-    assert doc["max_adapters_per_iteration"] == 1
-    assert doc["memory_bytes_per_device"] == SLOT
+def test_max_loras_caps_every_simulated_iteration(client: TestClient) -> None:
+    for max_loras in (1, 3):
+        body = with_(with_(LORA, "engine.max_loras", max_loras), "engine.max_cpu_loras", None)
+        doc = client.post(PATH, json={**body, "series": True}).json()
+        assert doc["lora"]["max_adapters_per_iteration"] == max_loras
+        assert doc["lora"]["memory_bytes_per_device"] == max_loras * SLOT
+        counts = [point["adapters"] for point in doc["series"]]
+        assert max(counts) == max_loras and min(counts) >= 1  # every request names an adapter
 
 
 def test_a_traces_adapter_column(client: TestClient) -> None:
