@@ -12,10 +12,11 @@ adapter costs, and the engine's adapter state (slots, host cache, the running ba
   (column_parallel_linear.py:99 `output_size_per_partition`), a row-parallel one (o, down) A's columns split and B
   whole (row_parallel_linear.py:27). They are allocated before the KV cache is sized, so they come out of it.
 - Kernels: Punica's SGMV/BGMV (Chen et al., MLSys 2024; S-LoRA, Sheng et al., MLSys 2024), vLLM's `lora_shrink`
-  then `lora_expand` per adapted layer (vllm/lora/punica_wrapper/punica_gpu.py:91 `add_shrink`, :124 `add_expand`):
-  x · A (tokens × d_in × rank), then · B (tokens × rank × d_out), the tokens grouped by adapter; the kernels run over
-  the slots' width, `max_lora_rank`. Costed through the op core as the narrow products they are
-  (`roofline.ops.matmul`, batch = distinct adapters, each group of tokens / adapters rows).
+  then `lora_expand` per adapted layer, each over all the layer's slices (vllm/lora/punica_wrapper/punica_gpu.py:91
+  `add_shrink`, :124 `add_expand`, :206 `add_lora_linear`): x · A (tokens × d_in × rank), then · B (tokens × rank ×
+  d_out), the tokens grouped by adapter; the kernels run over the slots' width, `max_lora_rank`. Costed through the
+  op core as the narrow products they are (`roofline.ops.matmul`, batch = distinct adapters, each group of tokens /
+  adapters rows).
 - Slots and host cache: an adapter not in a GPU slot is activated into the least recently used slot
   (vllm/lora/model_manager.py:1441-1453 `activate_adapter`, `_active_adapters.remove_oldest()`), from the host-memory
   LRU cache of `max_cpu_loras` adapters (model_manager.py:1393-1400, worker_manager.py:309-313
@@ -42,17 +43,22 @@ from roofline.serving._surface_build import token_grid
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
-def projections(model: Transformer, tensor: int = 1) -> list[tuple[float, float]]:
-    """(d_in, d_out) on one device of each adapted linear layer of a decoder layer (q, k, v, o, then gate, up,
-    down; a model without a gate has no gate): column-parallel layers keep d_in and split d_out over `tensor`,
-    row-parallel ones split d_in."""
+def layers_of(model: Transformer, tensor: int = 1) -> list[tuple[float, tuple[float, ...]]]:
+    """The adapted layers of a decoder layer on one device, as vLLM packs them (qkv, o, gate_up, down): each layer's
+    d_in and its slices' d_out (q, k, v; gate, up; a model without a gate has up alone). Column-parallel layers
+    (qkv, gate_up) keep d_in and split d_out over `tensor`, row-parallel ones (o, down) split d_in."""
     h, q, kv = float(model.hidden), float(model.heads * model.head_dim), float(model.kv_heads * model.head_dim)
     t = float(tensor)
-    out = [(h, q / t), (h, kv / t), (h, kv / t), (q / t, h)]
+    out: list[tuple[float, tuple[float, ...]]] = [(h, (q / t, kv / t, kv / t)), (q / t, (h,))]
     if model.moe is None:
         f = float(model.ffn)
-        out += [(h, f / t)] * (2 if model.gated else 1) + [(f / t, h)]
+        out += [(h, (f / t,) * (2 if model.gated else 1)), (f / t, (h,))]
     return out
+
+
+def _per_rank(model: Transformer, tensor: int = 1) -> float:
+    """Σ (d_in + d_out) over the adapted projections (each slice its own A of rank × d_in and B of d_out × rank)."""
+    return sum(len(outs) * d_in + sum(outs) for d_in, outs in layers_of(model, tensor))
 
 
 def stage_layers(run: InferenceRun) -> int:
@@ -72,14 +78,13 @@ def adapter_bytes(run: InferenceRun, rank: int) -> float:
     """Bytes of one adapter of `rank` on one device: rank × (d_in + d_out) per adapted layer, per layer of the
     busiest stage, in `lora_dtype`."""
     size = dtype_bytes(lora_dtype(run))
-    per_layer = sum(a + b for a, b in projections(run.model, run.parallelism.tensor))
-    return rank * per_layer * stage_layers(run) * size
+    return rank * _per_rank(run.model, run.parallelism.tensor) * stage_layers(run) * size
 
 
 def flops_per_token(model: Transformer, rank: int) -> float:
     """FLOPs of the LoRA kernels per token over the whole model: shrink and expand, 2·rank·(d_in + d_out) per
     adapted layer, per layer."""
-    return 2.0 * rank * sum(a + b for a, b in projections(model)) * model.layers
+    return 2.0 * rank * _per_rank(model) * model.layers
 
 
 def check(model: Transformer, lora: Lora, rank: int, field: str) -> None:
@@ -95,8 +100,9 @@ def check(model: Transformer, lora: Lora, rank: int, field: str) -> None:
 
 def kernel_surface(run: InferenceRun, lora: Lora, max_tokens: int, launch_s: float) -> _Grid2:
     """Seconds of an iteration's LoRA kernels by (distinct adapters, tokens): per adapted layer of the busiest
-    stage, a shrink (tokens × d_in × R) and an expand (tokens × R × d_out) at R = `max_lora_rank`, the tokens in
-    one group per adapter (`roofline.ops.matmul` with that batch)."""
+    stage, vLLM's `add_lora_linear` (punica_gpu.py:206-270): one shrink over all its slices (tokens × d_in × slices·R,
+    into an fp32 buffer) and one expand (tokens × R × Σ d_out, added into the layer's output: a residual epilogue)
+    at R = `max_lora_rank`, the tokens in one group per adapter (`roofline.ops.matmul` with that batch)."""
     hw = run.system.hardware
     dtype = lora_dtype(run)
     adapters = sorted({1, *(int(a) for a in np.unique(np.geomspace(1, lora.max_loras, 8).round())), lora.max_loras})
@@ -107,9 +113,11 @@ def kernel_surface(run: InferenceRun, lora: Lora, max_tokens: int, launch_s: flo
     rows = np.ceil(n / groups)
     r = float(lora.max_lora_rank)
     total = np.zeros((a.size, n.size))
-    for d_in, d_out in projections(run.model, run.parallelism.tensor):
-        kernels = [*matmul(hw, rows, r, d_in, groups, dtype), *matmul(hw, rows, d_out, r, groups, dtype)]
-        total = total + np.broadcast_to(single(kernels, hw, hw.vector_peak("fp32"), launch_s).time_s, total.shape)
+    for d_in, outs in layers_of(run.model, run.parallelism.tensor):
+        shrink = matmul(hw, rows, len(outs) * r, d_in, groups, dtype, out_dtype="fp32")
+        expand = matmul(hw, rows, sum(outs), r, groups, dtype, epilogue=("residual",))
+        seconds = single([*shrink, *expand], hw, hw.vector_peak("fp32"), launch_s).time_s
+        total = total + np.broadcast_to(seconds, total.shape)
     total = total * stage_layers(run)
     return _Grid2([float(x) for x in adapters], tokens, total.tolist())
 

@@ -48,17 +48,26 @@ def test_the_slots_come_out_of_the_kv_pool() -> None:
 
 
 def test_the_kernels_cost_what_the_op_core_says_of_their_products() -> None:
-    # One adapter, 64 tokens, rank 16: per layer, shrink (64 × d_in × 16) and expand (64 × 16 × d_out) of each of
-    # the 7 projections, two layers: the surface at (1, 64) is the core's matmuls summed.
+    # One adapter, 64 tokens, rank 16, vLLM's packed layers: qkv (d_in 64; slices 64, 32, 32), o (64; 64), gate_up
+    # (64; 128, 128), down (128; 64). Each: one shrink, 64 × d_in × (slices × 16) into fp32, and one expand,
+    # 64 × 16 × Σ slices added into the output; two layers: the surface at (1, 64) is the core's products summed.
     run = small_run()
     hw = run.system.hardware
     grid = roofline.serving.kernel_surface(run, Lora(max_loras=2, max_lora_rank=16), 64, hw.launch_s)
     total = 0.0
-    for d_in, d_out in [(64, 64), (64, 32), (64, 32), (64, 64), (64, 128), (64, 128), (128, 64)]:
-        kernels = [*roofline.ops.matmul(hw, 64, 16, d_in), *roofline.ops.matmul(hw, 64, d_out, 16)]
+    for d_in, slices in [(64, (64, 32, 32)), (64, (64,)), (64, (128, 128)), (128, (64,))]:
+        kernels = [*roofline.ops.matmul(hw, 64, 16 * len(slices), d_in, out_dtype="fp32"),
+                   *roofline.ops.matmul(hw, 64, sum(slices), 16, epilogue=("residual",))]  # fmt: skip
         total += float(roofline.single(kernels, hw, hw.vector_peak("fp32"), hw.launch_s).time_s)
     assert grid(1.0, 64.0) == pytest.approx(2 * total)
-    assert sum(k.flops for d_in, d_out in [(64, 64)] for k in roofline.ops.matmul(hw, 64, 16, d_in)) == 2 * 64 * 64 * 16
+    # the products' FLOPs (without the residual's adds) are 2 × tokens × rank × Σ (d_in + d_out) per layer:
+    # 2 × 64 × 16 × 1024, the hand figure of `test_adapter_memory_and_flops_by_hand`
+    flops = sum(
+        k.flops
+        for d_in, slices in [(64, (64, 32, 32)), (64, (64,)), (64, (128, 128)), (128, (64,))]
+        for k in [*roofline.ops.matmul(hw, 64, 16 * len(slices), d_in), *roofline.ops.matmul(hw, 64, sum(slices), 16)]
+    )
+    assert flops == 2 * 64 * 16 * 1024
 
 
 def flat_pool(max_loras: int, max_cpu: int = 0, load_s: float = 0.0) -> Pool:
