@@ -177,8 +177,24 @@ class Adapters:
         self.skipped_version = self.version
 
     def join(self, adapter: int) -> None:
+        """A request of `adapter` joins the batch: the host cache is touched (vLLM touches it on every request,
+        worker_manager.py:288-327 `add_adapter`), a miss read from storage into it, evicting its least recently used
+        adapter and that adapter's GPU slot with it (`AdapterLRUCache` deactivates what it drops,
+        model_manager.py:65-73); an adapter not in a GPU slot is loaded into the least recently used slot no running
+        request uses."""
         if adapter < 0:
             return
+        if adapter in self.host:
+            self.host.move_to_end(adapter)
+        else:
+            self.stats.host_misses += 1
+            self.host[adapter] = None
+            if len(self.host) > self.lora.cpu_slots:
+                for old in self.host:
+                    if old not in self.active:
+                        del self.host[old]
+                        self.slots.pop(old, None)
+                        break
         if adapter in self.active:
             self.active[adapter] += 1
             return
@@ -187,19 +203,12 @@ class Adapters:
         if adapter in self.slots:
             self.slots.move_to_end(adapter)
             return
-        if len(self.slots) >= self.lora.max_loras:  # the least recently used slot no running request uses
+        if len(self.slots) >= self.lora.max_loras:
             for old in self.slots:
                 if old not in self.active:
                     del self.slots[old]
                     break
         self.slots[adapter] = None
-        if adapter in self.host:
-            self.host.move_to_end(adapter)
-        else:
-            self.stats.host_misses += 1
-            self.host[adapter] = None
-            if len(self.host) > self.lora.cpu_slots:
-                self.host.popitem(last=False)
         seconds = self.rank * self.lora.load_s_per_rank
         self.stats.loads += 1
         self.stats.load_s += seconds
