@@ -21,6 +21,8 @@ Flag and key names, from the engines' sources:
   `eagle3`, num_speculative_tokens, model for a separate draft); TensorRT-LLM `speculative_config` with
   decoding_type MTP and num_nextn_predict_layers, as aiconfigurator's TensorRT-LLM 1.3 template writes it (its
   EAGLE keys, decoding_type Eagle, max_draft_len and speculative_model_dir, could not be read in its source here).
+- LoRA adapters: vLLM 0.33 --enable-lora, --max-loras, --max-lora-rank, --max-cpu-loras (`engine/arg_utils.py`
+  1610-1624); TensorRT-LLM's LoRA keys were not read in its source here (a note says so).
 """
 
 from __future__ import annotations
@@ -147,6 +149,10 @@ def _vllm(ckpt: str, engine: EngineOptions, dtypes: Dtypes, s: Shape, spec: Engi
         args += ["--speculative-config", json.dumps(config)]
     if s.role is not Role.decode:  # a decode worker receives its requests' KV whole: nothing to reuse
         args.append("--enable-prefix-caching" if engine.prefix_caching else "--no-enable-prefix-caching")
+    lora = spec.scheduler.lora
+    if lora is not None:  # the traffic names adapters
+        args += ["--enable-lora", "--max-loras", str(lora.max_loras), "--max-lora-rank", str(lora.max_lora_rank),
+                 "--max-cpu-loras", str(lora.cpu_slots)]  # fmt: skip
     if s.role is not Role.aggregated:
         args += ["--kv-transfer-config", NIXL]
     elif engine.prefix_caching and engine.host_cache_bytes > 0:
@@ -261,4 +267,13 @@ def export(
         router = "trtllm-serve disaggregated -c disaggregated.yml"
         trtllm.append({"role": "router", "instances": 1, "command": router, "config_yaml": disaggregated})
     return {"vllm": vllm, "trtllm": trtllm, "trtllm_disaggregated_yaml": disaggregated,
-            "notes": _notes(model, engine, dtypes, shapes) + listed}  # fmt: skip
+            "notes": _notes(model, engine, dtypes, shapes) + _lora_notes(specs) + listed}  # fmt: skip
+
+
+def _lora_notes(specs: list[EngineSpec]) -> list[str]:
+    if all(spec.scheduler.lora is None for spec in specs):
+        return []
+    return [
+        "LoRA: vLLM's command enables the adapters' slots as the plan sized them (load each adapter with "
+        "--lora-modules or at run time); TensorRT-LLM's options leave LoRA out: set its lora_config yourself"
+    ]

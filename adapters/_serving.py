@@ -3,7 +3,7 @@ serving estimate as a `ServingRead` document."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -11,11 +11,13 @@ import numpy as np
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
+from adapters._lora import lora_read
 from adapters._sharing import prefix_cache_read, shared_requests, trace_requests
 from adapters._trace_sharing import shared_columns
 from adapters._traces import Trace, trace_of
 from roofline.serving import (
     EngineSpec,
+    Lora,
     Objectives,
     Requests,
     Scheduler,
@@ -32,8 +34,9 @@ from schemas.serving import EngineOptions, LengthKind, Lengths, Mode, ServingPar
 from schemas.traces import TraceFormat
 
 
-def _scheduler(opts: EngineOptions, router: str = "round_robin", host: float = 0.0) -> Scheduler:
-    """The core's scheduler; `host`: the profile's host link, bytes/s per direction (0: none)."""
+def _scheduler(opts: EngineOptions, router: str = "round_robin", host: float = 0.0, lora: bool = False) -> Scheduler:
+    """The core's scheduler; `host`: the profile's host link, bytes/s per direction (0: none); `lora`: the requests
+    name adapters (the engine's LoRA options apply)."""
     return Scheduler(
         kind=str(opts.scheduler),
         max_num_seqs=opts.max_num_seqs,
@@ -51,6 +54,7 @@ def _scheduler(opts: EngineOptions, router: str = "round_robin", host: float = 0
         host_cache_bytes=opts.host_cache_bytes,
         host_link_bytes_per_s=host,
         router=router,
+        lora=Lora(opts.max_loras, opts.max_cpu_loras or 0, opts.max_lora_rank) if lora else None,
     )
 
 
@@ -62,6 +66,7 @@ def host_link(interconnect: Interconnect) -> float:
 def _engine(
     body: ServingRequest, model: roofline.Transformer, system: roofline.System, par: ServingParallelism,
     opts: EngineOptions, replicas: int, where: str, router: str = "round_robin", host: float = 0.0,
+    lora: bool = False,
 ) -> EngineSpec:  # fmt: skip
     run = inference_run(
         model, system, roofline.Workload.uniform(1, 1, 1),
@@ -73,7 +78,7 @@ def _engine(
     except roofline.InferenceConfigError as err:
         field = err.field.replace("parallelism.data", "parallelism.attention_data")
         raise InvalidField(f"{where}.{field}", err.message) from None
-    return EngineSpec(run, _scheduler(opts, router, host), replicas, opts.memory_fraction)
+    return EngineSpec(run, _scheduler(opts, router, host, lora), replicas, opts.memory_fraction)
 
 
 def _lengths(rng: np.random.Generator, spec: Lengths, count: int, field: str) -> np.ndarray:
@@ -131,7 +136,21 @@ def serving_requests(body: ServingRequest, context_limit: int, trace: Trace | No
             where,
             f"a request of {longest} tokens (prompt and output) exceeds the model's context of {context_limit}",
         )
-    return requests
+    return _with_adapters(body, requests, rng, trace)
+
+
+def _with_adapters(body: ServingRequest, requests: Requests, rng: np.random.Generator, trace: Trace | None) -> Requests:
+    """The requests' LoRA adapters: drawn (`load.adapters`, after everything else from the same generator, so that
+    a load's other draws do not change), or a trace's adapter column (their rank the engine's max_lora_rank)."""
+    load = body.load
+    if load.adapters is not None:
+        spec = load.adapters
+        adapter = draw.adapters(rng, requests.count, spec.count, str(spec.popularity), spec.zipf_exponent)
+        return replace(requests, adapter=adapter, adapter_rank=spec.rank)
+    if trace is None or trace.sharing is None or trace.sharing.adapter is None:
+        return requests
+    opts = body.engine if body.prefill is None else body.prefill.engine
+    return replace(requests, adapter=trace.sharing.adapter, adapter_rank=opts.max_lora_rank)
 
 
 def estimate_serving(
@@ -148,16 +167,18 @@ def estimate_serving(
     host = host_link(hw_spec.interconnect)
     core_model = transformer(model_spec, None)
     requests = serving_requests(body, model_spec.max_context_tokens, trace)
+    lora = requests.adapter is not None
     if body.mode is Mode.aggregated:
         front = _engine(body, core_model, system, body.parallelism, body.engine, body.replicas, "body",
-                        str(body.router), host)  # fmt: skip
+                        str(body.router), host, lora)  # fmt: skip
         back = None
     else:
         assert body.prefill is not None and body.decode is not None
         pre, dec = body.prefill, body.decode
         front = _engine(body, core_model, system, pre.parallelism, pre.engine, pre.workers, "body.prefill",
-                        str(body.router), host)  # fmt: skip
-        back = _engine(body, core_model, system, dec.parallelism, dec.engine, dec.workers, "body.decode")
+                        str(body.router), host, lora)  # fmt: skip
+        back = _engine(body, core_model, system, dec.parallelism, dec.engine, dec.workers, "body.decode",
+                       host=host, lora=lora)  # fmt: skip
     if body.load.concurrency is not None and body.load.concurrency > body.load.requests:
         raise InvalidField("body.load.requests", f"at least the concurrency ({body.load.concurrency})")
     try:
@@ -177,6 +198,7 @@ def estimate_serving(
     )
     doc = render_serving(body, model_name, hw_name, est, ready)
     doc["prefix_cache"] = prefix_cache_read(est.caches, requests.hash_block)
+    doc["lora"] = lora_read(est.lora, requests, ready)
     return doc
 
 
@@ -284,9 +306,10 @@ def render_serving(
         "series": None,
     }
     if body.series:
+        adapters = est.series_adapters or [0] * len(est.series)
         doc["series"] = [
-            {"start_s": a, "duration_s": b, "decoding": c, "prefill_tokens": d, "kv_cache_use": e}
-            for a, b, c, d, e in est.series
+            {"start_s": a, "duration_s": b, "decoding": c, "prefill_tokens": d, "kv_cache_use": e, "adapters": n}
+            for (a, b, c, d, e), n in zip(est.series, adapters, strict=True)
         ]
     return doc
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -13,6 +13,7 @@ import numpy as np
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
+from adapters._lora import check_lora
 from adapters._plan_export import Shape, export
 from adapters._serving import _lengths, _scheduler, band_stats
 from adapters._sharing import shared_requests, trace_requests
@@ -156,6 +157,30 @@ def traffic_sample(body: PlanRequest, context: int, trace: Trace | None = None) 
     nothing): drawn as a serving load's (`LENGTH_SAMPLES` of them; sessions' turns interleaved `SESSION_WAVE`
     sessions at a time, so that a turn comes after the one before it has ended), or a stored trace's in order
     (at most `roofline.serving` check's most requests; its sessions' turns as recorded)."""
+    sample = _shared_sample(body, context, trace)
+    t = body.traffic
+    if trace is not None and trace.sharing is not None and trace.sharing.adapter is not None:  # LoRA: its column
+        keep = min(trace.sharing.adapter.size, 20_000)
+        if sample is None:
+            sample = Requests(trace.prompt_tokens[:keep], trace.output_tokens[:keep], None, 0)
+        return replace(sample, adapter=trace.sharing.adapter[: sample.count], adapter_rank=body.engine.max_lora_rank)
+    if t.adapters is None:
+        return sample
+    if sample is None:  # adapters alone: the traffic's lengths, drawn as a serving load's
+        assert t.prompt_tokens is not None and t.output_tokens is not None
+        lengths = [v if isinstance(v, Lengths) else Lengths(value=v) for v in (t.prompt_tokens, t.output_tokens)]
+        rng = np.random.default_rng(t.seed)
+        new = np.minimum(_lengths(rng, lengths[0], LENGTH_SAMPLES, "body.traffic.prompt_tokens"), context - 1)
+        out = np.minimum(_lengths(rng, lengths[1], LENGTH_SAMPLES, "body.traffic.output_tokens"), context - new)
+        sample = Requests(new, out, None, 0)
+    a = t.adapters
+    check_lora(body.engine, a.rank, "body.traffic.adapters.rank")
+    rng = np.random.default_rng([t.seed, 41])  # the adapters' own stream: the lengths' draws do not change
+    adapter = roofline.serving.requests.adapters(rng, sample.count, a.count, str(a.popularity), a.zipf_exponent)
+    return replace(sample, adapter=adapter, adapter_rank=a.rank)
+
+
+def _shared_sample(body: PlanRequest, context: int, trace: Trace | None = None) -> Requests | None:
     t = body.traffic
     block = body.engine.kv_block_tokens
     if trace is not None and trace.sharing is not None:
@@ -208,7 +233,7 @@ def replace_order(r: Requests, order: np.ndarray) -> Requests:
 
 def _spec(
     body: PlanRequest, model: roofline.Transformer, system: roofline.System, c: Candidate, u: Shape,
-    runs: dict[tuple[Any, ...], roofline.InferenceRun], host_link: float = 0.0,
+    runs: dict[tuple[Any, ...], roofline.InferenceRun], host_link: float = 0.0, lora: bool = False,
 ) -> EngineSpec:  # fmt: skip
     key = (c.hardware, c.dtypes.model_dump_json(), u.tensor, u.pipeline, u.expert)
     run = runs.get(key)
@@ -223,8 +248,8 @@ def _spec(
     opts = engine_options(body, c).model_copy(
         update={"max_num_seqs": u.max_num_seqs, "max_num_batched_tokens": u.max_num_batched_tokens}
     )
-    host = host_link if u.role is not Role.decode else 0.0
-    return EngineSpec(run, _scheduler(opts, host=host), u.workers, opts.memory_fraction)
+    host = host_link if u.role is not Role.decode or lora else 0.0  # LoRA loads cross every engine's host link
+    return EngineSpec(run, _scheduler(opts, host=host, lora=lora), u.workers, opts.memory_fraction)
 
 
 @dataclass(frozen=True)
@@ -254,6 +279,7 @@ def plan_serving(
     if sample is not None:
         prompt, output = sample.prompt, sample.output
     demand = demand_requests_per_s(body, output, trace)
+    lora = sample is not None and sample.adapter is not None
     all_candidates = candidates(body, len(hardware))
     deployments: list[Deployment] = []
     kept: list[Candidate] = []
@@ -262,7 +288,7 @@ def plan_serving(
     for c in all_candidates:
         hw = hardware[c.hardware]
         try:
-            specs = [_spec(body, core_model, hw.system, c, u, runs, hw.host_link_bytes_per_s) for u in c.units]
+            specs = [_spec(body, core_model, hw.system, c, u, runs, hw.host_link_bytes_per_s, lora) for u in c.units]
         except ValueError as err:
             invalid.append(f"{c.label(hw.name)}: {err}")
             continue

@@ -1,6 +1,6 @@
 """The sharing columns of a request trace (issue 41): each request's prefix hashes (Mooncake's `hash_ids`, or
-Ridgeline's `prefix_hashes`), its session and turn; collected as a file is read, checked, stored after the three
-columns (`adapters._traces`)."""
+Ridgeline's `prefix_hashes`), its session and turn, its LoRA adapter; collected as a file is read, checked, stored
+after the three columns (`adapters._traces`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from adapters._errors import InvalidField
 from schemas import limits
 
 SHARING_MAGIC = b"RLS1"
+ADAPTER_MAGIC = b"RLS2"  # the same columns and an adapter column after them
 MOONCAKE_BLOCK = 512  # Mooncake's hash_ids are blocks of 512 tokens (FAST25-release/traces README)
 MAX_HASH = (1 << 63) - 1
 
@@ -22,19 +23,23 @@ MAX_HASH = (1 << 63) - 1
 @dataclass(frozen=True)
 class TraceSharing:
     """What a trace's requests share: request i's prompt blocks `hashes[starts[i]:starts[i + 1]]` of `block` tokens
-    (none: `starts` all 0), and its `session` and `turn` (−1: none)."""
+    (none: `starts` all 0), and its `session` and `turn` (−1: none); its LoRA `adapter` (−1: none; None: no
+    request names one)."""
 
     hashes: NDArray[np.int64]
     starts: NDArray[np.int64]
     block: int
     session: NDArray[np.int64]
     turn: NDArray[np.int64]
+    adapter: NDArray[np.int64] | None = None
 
     def raw(self) -> bytes:
-        head = SHARING_MAGIC + self.block.to_bytes(8, "little") + len(self.hashes).to_bytes(8, "little")
-        return head + b"".join(
-            np.ascontiguousarray(a, dtype="<i8").tobytes() for a in (self.starts, self.hashes, self.session, self.turn)
-        )
+        magic = SHARING_MAGIC if self.adapter is None else ADAPTER_MAGIC
+        head = magic + self.block.to_bytes(8, "little") + len(self.hashes).to_bytes(8, "little")
+        columns = [self.starts, self.hashes, self.session, self.turn]
+        if self.adapter is not None:
+            columns.append(self.adapter)
+        return head + b"".join(np.ascontiguousarray(a, dtype="<i8").tobytes() for a in columns)
 
     @staticmethod
     def decode(raw: bytes, n: int) -> TraceSharing:
@@ -49,10 +54,8 @@ class TraceSharing:
             return out
 
         starts, hashes, session, turn = column(n + 1), column(count), column(n), column(n)
-        return TraceSharing(hashes, starts, block, session, turn)
-
-
-SHARING_MAGIC = b"RLS1"
+        adapter = column(n) if raw.startswith(ADAPTER_MAGIC) else None
+        return TraceSharing(hashes, starts, block, session, turn, adapter)
 
 
 @dataclass
@@ -63,10 +66,13 @@ class SharedColumns:
     hashes: list[list[int] | None] = field(default_factory=list)
     sessions: list[int | None] = field(default_factory=list)
     turns: list[int | None] = field(default_factory=list)
+    adapters: list[int | None] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return all(h is None for h in self.hashes) and all(v is None for v in (*self.sessions, *self.turns))
+        return all(h is None for h in self.hashes) and all(
+            v is None for v in (*self.sessions, *self.turns, *self.adapters)
+        )
 
     def add(self, i: int, doc: dict[str, Any], keys: tuple[str, str, str], where: str) -> None:
         """Request i's columns from a parsed line or row (`keys`: its hashes', session's and turn's names)."""
@@ -78,7 +84,9 @@ class SharedColumns:
             raise InvalidField(f"body.requests.{i}.prefix_hashes",
                                f"{where}{keys[0]} is a list of whole numbers 0 … 2⁶³ − 1")  # fmt: skip
         self.hashes.append(hashes)
-        for key, column, name in ((keys[1], self.sessions, "session"), (keys[2], self.turns, "turn")):
+        columns = ((keys[1], self.sessions, "session"), (keys[2], self.turns, "turn"), ("adapter", self.adapters,
+                   "adapter"))  # fmt: skip
+        for key, column, name in columns:
             value = doc.get(key)
             if value is not None and value != "":
                 try:
@@ -125,15 +133,18 @@ class SharedColumns:
                 raise InvalidField(f"{field_}.{i}.turn", f"{where(i)}turn {t} of session {s} comes after turn "
                                    f"{last[s]}: a session's turns arrive in order")  # fmt: skip
             last[s] = max(t, last.get(s, -1))
-        return TraceSharing(np.array(flat, dtype=np.int64), starts, self.block, session, turn)
+        adapter = None
+        if any(a is not None for a in self.adapters):
+            adapter = np.array([-1 if a is None else a for a in self.adapters], dtype=np.int64)
+        return TraceSharing(np.array(flat, dtype=np.int64), starts, self.block, session, turn, adapter)
 
 
 def shared_columns(requests: Sequence[Any], block: int = MOONCAKE_BLOCK) -> SharedColumns | None:
     """The sharing columns of a JSON document's requests (`TraceRequest`s; None when none shares)."""
-    if all(r.prefix_hashes is None and r.session is None and r.turn is None for r in requests):
+    if all(r.prefix_hashes is None and r.session is None and r.turn is None and r.adapter is None for r in requests):
         return None
     return SharedColumns(block, [r.prefix_hashes for r in requests], [r.session for r in requests],
-                         [r.turn for r in requests])  # fmt: skip
+                         [r.turn for r in requests], [r.adapter for r in requests])  # fmt: skip
 
 
 def request_fields(sharing: TraceSharing | None, i: int) -> dict[str, Any]:
@@ -142,8 +153,10 @@ def request_fields(sharing: TraceSharing | None, i: int) -> dict[str, Any]:
         return {}
     a, b = int(sharing.starts[i]), int(sharing.starts[i + 1])
     session, turn = int(sharing.session[i]), int(sharing.turn[i])
+    adapter = int(sharing.adapter[i]) if sharing.adapter is not None else -1
     return {
         "prefix_hashes": sharing.hashes[a:b].tolist() if b > a else None,
         "session": session if session >= 0 else None,
         "turn": turn if turn >= 0 else None,
+        "adapter": adapter if adapter >= 0 else None,
     }

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from adapters._errors import InvalidField
 from adapters._json import check_json, depth_error
-from adapters._trace_sharing import SHARING_MAGIC, SharedColumns, TraceSharing
+from adapters._trace_sharing import ADAPTER_MAGIC, SHARING_MAGIC, SharedColumns, TraceSharing
 from schemas import limits
 from schemas.traces import TraceFormat
 
@@ -119,7 +119,7 @@ def decode_trace(name: str, fmt: str, data: bytes) -> Trace:
     prompt = np.frombuffer(raw, dtype="<i8", count=n, offset=8 + 8 * n).astype(np.int64)
     output = np.frombuffer(raw, dtype="<i8", count=n, offset=8 + 16 * n).astype(np.int64)
     rest = raw[8 + 24 * n :]
-    sharing = TraceSharing.decode(rest, n) if rest.startswith(SHARING_MAGIC) else None
+    sharing = TraceSharing.decode(rest, n) if rest.startswith((SHARING_MAGIC, ADAPTER_MAGIC)) else None
     return Trace(name, TraceFormat(fmt), arrival, prompt, output, sharing)
 
 
@@ -284,7 +284,7 @@ def _csv(text: str, name: str) -> Trace:
     index = [header.index(n) for n in names]
     columns = _Columns(unit, names)
     extra = {key: header.index(found) for key, found in {_norm(h): h for h in header}.items()
-             if key in ("session", "turn")} if fmt is TraceFormat.csv else {}  # fmt: skip
+             if key in ("session", "turn", "adapter")} if fmt is TraceFormat.csv else {}  # fmt: skip
     try:
         for row in reader:
             if not row or all(not cell.strip() for cell in row):

@@ -20,6 +20,7 @@ from schemas import limits
 from schemas.common import PositiveFloat
 from schemas.estimates import HardwareRef, Options
 from schemas.inference import Degree, Dtypes, ModelRef, PlainPaths, Tokens
+from schemas.lora import AdapterLoad
 from schemas.serving import EngineOptions, Lengths, Mode, Sessions, Stats
 from schemas.sharing import PrefixGroups
 from schemas.traces import TraceId
@@ -54,6 +55,9 @@ class Traffic(PlainPaths):
         "The planner replays the turns in order, a session's next turn about a batch of requests after the one "
         "before (think times are not simulated: its closed loop and Poisson check send requests, not sessions).",
     )
+    adapters: AdapterLoad | None = Field(
+        default=None, description="LoRA adapters the requests run (null: the base model; a trace names its own)."
+    )
 
     def longest_prompt(self) -> int:
         """The longest prompt the traffic sends, as far as its description bounds it (a distribution: its upper
@@ -78,6 +82,8 @@ class Traffic(PlainPaths):
         if self.trace_id is not None:
             if self.prefix_tokens is not None or self.sessions is not None:
                 raise ValueError("a trace carries its own sharing: prefix_tokens and sessions go with no trace_id")
+            if self.adapters is not None:
+                raise ValueError("a trace names its own adapters: adapters go with no trace_id")
             if lengths:
                 raise ValueError("a trace gives the lengths: prompt_tokens and output_tokens go with no trace_id")
             if rates > 1:

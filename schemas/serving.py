@@ -19,6 +19,7 @@ from schemas import limits
 from schemas.common import InputModel, PositiveFloat
 from schemas.estimates import EstimateContext
 from schemas.inference import AllReduceImpl, Degree, Dtypes, Fleet, ModelRef, PlainPaths, Tokens
+from schemas.lora import AdapterLoad, LoraEngineOptions, LoraRead
 from schemas.sharing import PrefixCacheRead, PrefixGroups, Router, ThinkTime
 from schemas.traces import TraceId, TraceRequest
 
@@ -77,8 +78,8 @@ class SpeculativeOptions(InputModel):
         return self
 
 
-class EngineOptions(InputModel):
-    """The engine's scheduler and KV cache, with the engines' own defaults."""
+class EngineOptions(LoraEngineOptions):
+    """The engine's scheduler and KV cache, with the engines' own defaults, and its LoRA options."""
 
     scheduler: SchedulerKind = Field(
         default=SchedulerKind.chunked,
@@ -236,6 +237,9 @@ class Load(InputModel):
         default=None, description="Groups with a prefix of prefix_tokens each (null: one, shared by all)."
     )
     sessions: Sessions | None = Field(default=None, description="Multi-turn sessions (null: independent requests).")
+    adapters: AdapterLoad | None = Field(
+        default=None, description="LoRA adapters the requests run (null: the base model; a trace names its own)."
+    )
 
     @model_validator(mode="after")
     def _one_load(self) -> Load:
@@ -248,6 +252,8 @@ class Load(InputModel):
         for name in ("prefix_tokens", "prefix_groups", "sessions"):
             if traced and getattr(self, name) is not None:
                 _refuse_load(name, getattr(self, name), "a trace carries its own sharing (prefix hashes, sessions)")
+        if traced and self.adapters is not None:
+            _refuse_load("adapters", self.adapters, "a trace names its own adapters (each request's adapter)")
         if self.prefix_groups is not None and self.prefix_tokens is None:
             _refuse_load("prefix_groups", self.prefix_groups, "needs prefix_tokens: the length of each group's prefix")
         return self
@@ -331,6 +337,7 @@ class SeriesPoint(BaseModel):
     decoding: int
     prefill_tokens: int
     kv_cache_use: float
+    adapters: int = Field(default=0, description="Distinct LoRA adapters in the iteration's batch.")
 
 
 class ServingRead(BaseModel):
@@ -369,6 +376,7 @@ class ServingRead(BaseModel):
     prefix_cache: PrefixCacheRead | None = Field(
         default=None, description="Prefix caching, when the load shares prefixes and the engines cache them."
     )
+    lora: LoraRead | None = Field(default=None, description="LoRA adapters, when the requests name them.")
     goodput_requests_per_s: float
     goodput_fraction: float
     cost_per_million_output_tokens: float | None = None

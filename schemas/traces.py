@@ -52,6 +52,11 @@ class TraceRequest(InputModel):
         description="Its turn in the session: a session's turns come in order, each sent no earlier than the turn "
         "before it ends.",
     )
+    adapter: Ordinal | None = Field(
+        default=None,
+        description="The LoRA adapter it runs (null: the base model); adapters of a trace have the engine's "
+        "max_lora_rank.",
+    )
 
 
 class TraceCreate(InputModel):

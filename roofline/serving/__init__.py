@@ -20,6 +20,7 @@ from roofline.serving._config import (
     KV_POLICIES,
     ROUTERS,
     SCHEDULERS,
+    Lora,
     Requests,
     Scheduler,
     ServingConfigError,
@@ -36,6 +37,7 @@ from roofline.serving._deploy import (
     transfer_function,
 )
 from roofline.serving._live import LiveServing, TokenEvent
+from roofline.serving._lora import LORA_RANKS, LoraStats, adapter_bytes, flops_per_token, kernel_surface
 from roofline.serving._plan import (
     Check,
     Deployment,
@@ -58,6 +60,7 @@ from roofline.serving._surface import IterationSurface
 
 __all__ = [
     "KV_POLICIES",
+    "LORA_RANKS",
     "ROUTERS",
     "SCHEDULERS",
     "CacheStats",
@@ -68,6 +71,8 @@ __all__ = [
     "Entry",
     "IterationSurface",
     "LiveServing",
+    "Lora",
+    "LoraStats",
     "Objectives",
     "Point",
     "Pool",
@@ -85,10 +90,13 @@ __all__ = [
     "Targets",
     "TokenEvent",
     "Trace",
+    "adapter_bytes",
     "band_factors",
     "check_at_traffic",
     "estimate_serving",
+    "flops_per_token",
     "host_blocks",
+    "kernel_surface",
     "kv_pool_blocks",
     "loops",
     "operating_point",

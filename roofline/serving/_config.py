@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,6 +54,27 @@ class Speculation:
 
 
 @dataclass(frozen=True)
+class Lora:
+    """LoRA adapters on the engine, as vLLM names its options (vllm/config/lora.py `LoRAConfig`): at most
+    `max_loras` distinct adapters in the running batch, each in one of `max_loras` GPU slots preallocated at
+    `max_lora_rank`; `max_cpu_loras` adapters kept in host memory (0: `max_loras`, vLLM's default). `prepare` fills
+    in the costs (`roofline.serving._lora`): `slot_bytes` one slot's weights on a device, `load_s_per_rank` the
+    seconds to bring one unit of rank of an adapter over the host link, `kernel` the batched LoRA kernels of one
+    iteration by (distinct adapters, tokens)."""
+
+    max_loras: int = 1
+    max_cpu_loras: int = 0
+    max_lora_rank: int = 16
+    slot_bytes: float = 0.0
+    load_s_per_rank: float = 0.0
+    kernel: Callable[[float, float], float] | None = field(default=None, compare=False)
+
+    @property
+    def cpu_slots(self) -> int:
+        return self.max_cpu_loras or self.max_loras
+
+
+@dataclass(frozen=True)
 class Scheduler:
     """How an engine forms its iterations.
 
@@ -97,6 +119,8 @@ class Scheduler:
     host_s_per_token: float = 0.0
     router: str = "round_robin"
     router_threshold: int = 32
+    # LoRA adapters (`Lora`; None: the base model only). Applies to requests that name an adapter.
+    lora: Lora | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +131,8 @@ class Requests:
     Sharing: `hashes[hash_starts[i]:hash_starts[i + 1]]` is request i's chain of block hashes, one per full block
     of `hash_block` tokens of its prompt and, optionally, of its output (a later turn of its session reuses them),
     each naming its block and every block before it. Sessions: request i is sent `think_s[i]` after request
-    `after[i]` ends, never before its own arrival (`after[i]` −1: at its arrival; open loops only)."""
+    `after[i]` ends, never before its own arrival (`after[i]` −1: at its arrival; open loops only). LoRA:
+    request i runs adapter `adapter[i]` (−1: none) of rank `adapter_rank`."""
 
     prompt: IntArray
     output: IntArray
@@ -118,6 +143,9 @@ class Requests:
     hash_block: int = 0
     after: IntArray | None = None
     think_s: FloatArray | None = None
+    # LoRA: each request's adapter (−1: the base model) and the adapters' rank
+    adapter: IntArray | None = None
+    adapter_rank: int = 0
 
     @property
     def count(self) -> int:

@@ -11,7 +11,8 @@ from roofline._kernels import KERNEL_FLOOR_S
 from roofline.collectives import collective
 from roofline.inference import InferenceRun, Parallelism, kv_bytes_per_sequence, weights_per_device
 from roofline.inference._memory import activation_bytes_per_sequence
-from roofline.serving._config import KV_POLICIES, SCHEDULERS, Requests, Scheduler, ServingConfigError
+from roofline.serving import _lora
+from roofline.serving._config import KV_POLICIES, SCHEDULERS, Lora, Requests, Scheduler, ServingConfigError
 from roofline.serving._simulator import Pool
 from roofline.serving._surface import IterationSurface
 from roofline.serving._surface_build import build_surface
@@ -50,12 +51,13 @@ class ServingRun:
 
 @dataclass(frozen=True)
 class PoolMemory:
-    """One device of an engine: `capacity` bytes, `model` bytes of weights and a full token budget's activations,
-    and the KV pool's bytes (`memory_fraction` × capacity − model)."""
+    """One device of an engine: `capacity` bytes, `model` bytes of weights and a full token budget's activations
+    (and the LoRA slots', `lora`), and the KV pool's bytes (`memory_fraction` × capacity − model)."""
 
     capacity: float
     model: float
     pool: float
+    lora: float = 0.0
 
 
 def draft_share(spec: EngineSpec) -> float:
@@ -70,8 +72,10 @@ def pool_memory(spec: EngineSpec) -> PoolMemory:
     m, par, prec = run.model, run.parallelism, run.precision
     capacity = run.system.hardware.memory_capacity_bytes
     act = activation_bytes_per_sequence(m, par, prec, float(sched.max_num_batched_tokens), False)
-    model = weights_per_device(m, par, prec) * (1.0 + draft_share(spec)) + act
-    return PoolMemory(capacity, model, spec.memory_fraction * capacity - model)
+    # LoRA: `max_loras` slots at `max_lora_rank`, allocated before the KV cache is sized (`roofline.serving._lora`)
+    lora = 0.0 if sched.lora is None else sched.lora.max_loras * _lora.adapter_bytes(run, sched.lora.max_lora_rank)
+    model = weights_per_device(m, par, prec) * (1.0 + draft_share(spec)) + act + lora
+    return PoolMemory(capacity, model, spec.memory_fraction * capacity - model, lora)
 
 
 def _kv_per_token(spec: EngineSpec, max_context: int) -> float:
@@ -108,6 +112,9 @@ def _pool(
             )
         if draft.draft_layers < 1:
             raise ServingConfigError(f"{field}.speculative.draft_layers", "at least 1 decoder layer")
+    if sched.lora is not None and requests.adapter is None:
+        sched = replace(sched, lora=None)  # no request names an adapter: the base model alone
+        spec = replace(spec, scheduler=sched)
     p = spec.run.parallelism.pipeline
     longest = int((requests.prompt + requests.output).max())
     blocks = sched.kv_blocks or kv_pool_blocks(spec, longest)
@@ -149,8 +156,27 @@ def _pool(
         scheduler = replace(scheduler, host_cache_blocks=host_blocks(spec, longest),
                             host_s_per_token=per_token / sched.host_link_bytes_per_s)  # fmt: skip
     hw = spec.run.system.hardware
+    if sched.lora is not None:
+        scheduler = replace(scheduler, lora=_lora_costs(spec, requests, field, tokens, graph or hw.launch_s))
     engines = spec.replicas * p * spec.run.parallelism.data  # attention data-parallel ranks schedule on their own
     return Pool(surface, scheduler, engines, hw.launch_s), per_engine, surface.error
+
+
+def _lora_costs(spec: EngineSpec, requests: Requests, field: str, tokens: int, launch_s: float) -> Lora:
+    """The LoRA options with their costs: a slot's bytes, a load's seconds per unit of rank over the host link,
+    the kernels' surface."""
+    lora, run = spec.scheduler.lora, spec.run
+    assert lora is not None
+    _lora.check(run.model, lora, requests.adapter_rank, f"{field}")
+    if requests.adapter_rank > lora.max_lora_rank:
+        raise ServingConfigError("load.adapters.rank", f"{requests.adapter_rank} is above the engine's "
+                                 f"max_lora_rank ({lora.max_lora_rank}): vLLM refuses such an adapter")  # fmt: skip
+    if spec.scheduler.host_link_bytes_per_s <= 0:
+        raise ServingConfigError("load.adapters", f"{run.system.hardware.name} has no host link to load adapters over")
+    per_rank = _lora.adapter_bytes(run, 1) / spec.scheduler.host_link_bytes_per_s
+    kernel = _lora.kernel_surface(run, lora, tokens, launch_s)
+    return replace(lora, slot_bytes=_lora.adapter_bytes(run, lora.max_lora_rank), load_s_per_rank=per_rank,
+                   kernel=kernel)  # fmt: skip
 
 
 def prepare(front: EngineSpec, requests: Requests, back: EngineSpec | None = None,

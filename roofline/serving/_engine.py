@@ -15,6 +15,7 @@ from collections import deque
 from typing import Protocol
 
 from roofline.serving._config import Scheduler
+from roofline.serving._lora import Adapters
 from roofline.serving._prefix import PrefixCache
 from roofline.serving._surface import IterationSurface
 
@@ -33,6 +34,8 @@ class Loop(Protocol):
     reserve: list[int]
     preemptions: int
     hash_block: int
+    adapter: list[int] | None
+    adapter_rank: int
 
     def chain(self, rid: int) -> list[int]: ...
 
@@ -41,7 +44,7 @@ class Loop(Protocol):
     def finished(self, rid: int, now: float, engine: Engine) -> None: ...
     def handoff(self, rid: int, now: float) -> None: ...
     def record(self, now: float, seconds: float, k: int, decoding: int, tokens: int, prefilling: int, kv: float,
-               prefill_share: float, context: float, width: int = 1) -> None: ...  # fmt: skip
+               prefill_share: float, context: float, width: int = 1, adapters: int = 0) -> None: ...  # fmt: skip
 
 
 class Engine:
@@ -80,6 +83,10 @@ class Engine:
             else None
         )
         self.probe = (-1, 0, 0, 0)  # (request, device hits, host hits, hits in the free queue) of the last check
+        # LoRA adapters (requests that name one, on an engine that serves them)
+        self.adapters = (
+            Adapters(sched.lora, sim.adapter_rank) if sched.lora is not None and sim.adapter is not None else None
+        )
 
     # -- KV cache ------------------------------------------------------------------------------------------------
 
@@ -150,6 +157,8 @@ class Engine:
                 self.cache.evict(0, self.cache.free_units - max(room, 0))
 
     def release(self, rid: int) -> None:
+        if self.adapters is not None:
+            self.adapters.leave(self._adapter(rid))
         cache = self.cache
         if cache is not None:  # what it computed stays cached: its prompt's blocks, and its answer's once it ends
             sim = self.sim
@@ -178,9 +187,14 @@ class Engine:
             self._admit_decode()
         elif sched.kind == "static":
             if self.decoding == 0 and not self.prefilling:
-                while self.waiting and len(self.prefilling) < sched.max_num_seqs and self.can_admit(self.waiting[0]):
-                    rid = self.waiting.popleft()
-                    self._admitted(rid, now)
+                self._release_held()
+                while self.waiting and len(self.prefilling) < sched.max_num_seqs:
+                    rid = self.waiting[0]
+                    if not self._lora_fits(rid):
+                        continue
+                    if not self.can_admit(rid):
+                        break
+                    self._admitted(self.waiting.popleft(), now)
                 chunks = [(rid, sim.prompt[rid] - sim.done[rid]) for rid in self.prefilling]
         else:
             budget = sched.max_num_batched_tokens - self.decoding * self.width
@@ -192,8 +206,11 @@ class Engine:
                 chunks.append((rid, q))
                 budget -= q
             seqs = self.decoding + len(self.prefilling)
+            self._release_held()
             while self.waiting and budget > 0 and seqs < sched.max_num_seqs:
                 rid = self.waiting[0]
+                if not self._lora_fits(rid):
+                    continue
                 if not self.can_admit(rid):
                     break
                 p = sim.prompt[rid] - self.cached_tokens(rid)  # a cached prefix is not computed again
@@ -220,6 +237,9 @@ class Engine:
                     return self.start(now, horizon)
             k = self._top() - self.it
             step = d * self.rate  # keys the batch adds per iteration
+            lora = self.adapters
+            if lora is not None:  # the LoRA kernels of each iteration
+                over += lora.kernel_s(float(d * self.width))
             t1 = max(surf.decode_time(d, self.context, self.spec), self.launch_floor) + over
             if horizon < INF:
                 k = min(k, max(1, math.ceil((horizon - now) / t1)))
@@ -230,8 +250,10 @@ class Engine:
                 t1 = max(surf.decode_time(d, self.context + step * (k - 1) / 2.0, self.spec), self.launch_floor) + over
             self.k = k
             duration = k * t1
+            if lora is not None:  # adapters activated for requests handed to a decode worker load first
+                duration += lora.loads_s()
             sim.record(now, duration, k, d, 0, len(self.prefilling), self.kv_used(), 0.0,
-                       self.context + step * (k - 1) / 2.0, self.width)  # fmt: skip
+                       self.context + step * (k - 1) / 2.0, self.width, self._active())  # fmt: skip
             return now + duration
         self.k = 1 if d else 0
         done, prompt = sim.done, sim.prompt
@@ -245,12 +267,14 @@ class Engine:
                 ending += 1
         t = surf.time(float(tokens), pieces, float(d), self.context, float(d * self.width + ending), self.spec)
         duration = max(t, self.eager_floor) + over
+        if self.adapters is not None:  # adapters not in a slot load before the pass; the pass runs the LoRA kernels
+            duration += self.adapters.loads_s() + self.adapters.kernel_s(float(tokens + d * self.width))
         if self.cache is not None and self.cache.loads:  # host-tier hits come back before their prefill
             load = sum(self.cache.loads.pop(rid, 0) for rid, _ in chunks) * sched.host_s_per_token
             duration += load
             self.cache.host_s += load
         sim.record(now, duration, self.k, d, tokens, len(self.prefilling), self.kv_used(),
-                   tokens / (tokens + d * self.width), self.context, self.width)  # fmt: skip
+                   tokens / (tokens + d * self.width), self.context, self.width, self._active())  # fmt: skip
         return now + duration
 
     def finish(self, now: float) -> None:
@@ -295,7 +319,25 @@ class Engine:
 
     # -- helpers -------------------------------------------------------------------------------------------------
 
+    def _adapter(self, rid: int) -> int:
+        adapter = self.sim.adapter
+        return adapter[rid] if adapter is not None else -1
+
+    def _active(self) -> int:
+        return len(self.adapters.active) if self.adapters is not None else 0
+
+    def _lora_fits(self, rid: int) -> bool:
+        """Whether the head of the queue may join the batch under `max_loras` (else it is held back)."""
+        lora = self.adapters
+        return lora is None or lora.fits_or_hold(self.waiting, self._adapter(rid))
+
+    def _release_held(self) -> None:
+        if self.adapters is not None:
+            self.adapters.release_held(self.waiting)
+
     def _admitted(self, rid: int, now: float) -> None:
+        if self.adapters is not None:
+            self.adapters.join(self._adapter(rid))
         self.take(rid)
         self.prefilling.append(rid)
         self.sim.admitted(rid, now)
@@ -315,8 +357,15 @@ class Engine:
 
     def _admit_decode(self) -> None:
         """A disaggregated decode worker: requests arrive with their KV cache; admitted while there is room."""
-        while self.waiting and self.decoding < self.sched.max_num_seqs and self.can_admit(self.waiting[0]):
+        self._release_held()
+        while self.waiting and self.decoding < self.sched.max_num_seqs:
+            if not self._lora_fits(self.waiting[0]):
+                continue
+            if not self.can_admit(self.waiting[0]):
+                break
             rid = self.waiting.popleft()
+            if self.adapters is not None:
+                self.adapters.join(self._adapter(rid))
             self.take(rid)
             self._join(rid)
 
@@ -350,4 +399,6 @@ class Engine:
             sim.preemptions += 1
             if self.cache is not None:
                 self.cache.release(rid)
+            if self.adapters is not None:
+                self.adapters.leave(self._adapter(rid))
             self.waiting.appendleft(rid)

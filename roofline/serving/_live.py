@@ -45,6 +45,8 @@ class LiveServing:
         self.reserve: list[int] = []
         self.preemptions = 0
         self.hash_block = 0  # live requests carry no prefix hashes: the engines' prefix caches stay off
+        self.adapter: list[int] | None = None  # nor LoRA adapters: every request runs on the base model
+        self.adapter_rank = 0
         self.engines = [Engine(self, pool.surface, pool.scheduler, "both", pool.launch_s) for _ in range(pool.engines)]
         self.index = {id(e): i for i, e in enumerate(self.engines)}
         self.ends: list[tuple[float, int]] = []  # (end of the iteration in flight, engine)
@@ -75,7 +77,7 @@ class LiveServing:
         raise ServingConfigError("mode", "the live engines are aggregated")
 
     def record(self, now: float, seconds: float, k: int, decoding: int, tokens: int, prefilling: int, kv: float,
-               prefill_share: float, context: float, width: int = 1) -> None:  # fmt: skip
+               prefill_share: float, context: float, width: int = 1, adapters: int = 0) -> None:  # fmt: skip
         self.iterations += max(k, 1)
 
     # -- the caller's interface -----------------------------------------------------------------------------------

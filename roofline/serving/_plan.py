@@ -220,9 +220,12 @@ def _take(sample: Requests | None, prompt: IntArray, output: IntArray, n: int, a
     """The first `n` requests of the traffic: its lengths repeated as often as needed, or (`sample`: requests that
     share prefixes, in an order a planner replays them) its requests with their hash chains, each repetition's
     hashes new (a repeated request finds nothing a first pass cached)."""
+    adapter, rank = None, 0
+    if sample is not None and sample.adapter is not None:  # LoRA: each request keeps its adapter
+        adapter, rank = np.tile(sample.adapter, -(-n // sample.count))[:n], sample.adapter_rank
     if sample is None or sample.hashes is None or sample.hash_starts is None:
         p, o = _lengths(prompt, output, n)
-        return Requests(p, o, arrival, c)
+        return Requests(p, o, arrival, c, adapter=adapter, adapter_rank=rank)
     reps = -(-n // sample.count)
     idx = np.tile(np.arange(sample.count), reps)[:n]
     rep = np.repeat(np.arange(reps), sample.count)[:n]
@@ -233,7 +236,8 @@ def _take(sample: Requests | None, prompt: IntArray, output: IntArray, n: int, a
     pieces = [sample.hashes[sample.hash_starts[i] : sample.hash_starts[i + 1]] + r * span
               for i, r in zip(idx.tolist(), rep.tolist(), strict=True)]  # fmt: skip
     hashes = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
-    return Requests(sample.prompt[idx], sample.output[idx], arrival, c, hashes, starts, sample.hash_block)
+    return Requests(sample.prompt[idx], sample.output[idx], arrival, c, hashes, starts, sample.hash_block,
+                    adapter=adapter, adapter_rank=rank)  # fmt: skip
 
 
 def operating_point(

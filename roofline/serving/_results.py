@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
 from roofline.serving._config import Requests
+from roofline.serving._lora import LoraStats
 from roofline.serving._prefix import CacheStats
 from roofline.serving._simulator import Pool, Trace
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,8 @@ class ServingEstimate:
     series: list[tuple[float, float, int, int, float]] = field(default_factory=list)
     band: ServingBand | None = None  # the prediction interval's factors (None: no interval table)
     caches: list[CacheStats] | None = None  # prefix caching: per engine of the front pool (None: no cache)
+    lora: list[LoraStats] | None = None  # LoRA adapters: per engine (None: none named)
+    series_adapters: list[int] = field(default_factory=list)  # distinct adapters of each `series` iteration
 
 
 def summarise(trace: Trace, requests: Requests, devices: int, objectives: Objectives,
@@ -148,12 +154,14 @@ def summarise(trace: Trace, requests: Requests, devices: int, objectives: Object
         goodput_fraction=float(ok.mean()),
         max_batched_tokens=trace.max_batched_tokens,
         series=_thin(trace.series or [], 2000),
+        series_adapters=_thin(trace.adapters or [], 2000),
         band=band,
         caches=trace.caches,
+        lora=trace.lora,
     )
 
 
-def _thin(series: list[tuple[float, float, int, int, float]], limit: int) -> list[tuple[float, float, int, int, float]]:
+def _thin(series: list[_T], limit: int) -> list[_T]:
     if len(series) <= limit:
         return series
     step = len(series) / limit

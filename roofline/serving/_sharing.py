@@ -86,8 +86,10 @@ def sessions(rng: np.random.Generator, turns: IntArray, count: int) -> tuple[Int
 
 def subset(requests: Requests, ids: IntArray, arrival: FloatArray | None, concurrency: int) -> Requests:
     """The requests `ids` as a run of their own, their hash chains with them."""
+    adapter = requests.adapter[ids] if requests.adapter is not None else None
     if requests.hashes is None or requests.hash_starts is None:
-        return Requests(requests.prompt[ids], requests.output[ids], arrival, concurrency)
+        return Requests(requests.prompt[ids], requests.output[ids], arrival, concurrency, adapter=adapter,
+                        adapter_rank=requests.adapter_rank)  # fmt: skip
     s = requests.hash_starts
     counts = (s[1:] - s[:-1])[ids]
     starts = np.zeros(ids.size + 1, dtype=np.int64)
@@ -95,4 +97,4 @@ def subset(requests: Requests, ids: IntArray, arrival: FloatArray | None, concur
     pieces = [requests.hashes[s[i] : s[i + 1]] for i in ids.tolist()]
     hashes = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
     return Requests(requests.prompt[ids], requests.output[ids], arrival, concurrency, hashes, starts,
-                    requests.hash_block)  # fmt: skip
+                    requests.hash_block, adapter=adapter, adapter_rank=requests.adapter_rank)  # fmt: skip

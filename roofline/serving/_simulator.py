@@ -16,6 +16,7 @@ import numpy as np
 from roofline._stop import CHECK_EVERY, StopCheck, Stopped, never
 from roofline.serving._config import IntArray, Requests, Scheduler
 from roofline.serving._engine import INF, Engine
+from roofline.serving._lora import LoraStats
 from roofline.serving._prefix import CacheStats, cache_stats
 from roofline.serving._sharing import subset
 from roofline.serving._surface import IterationSurface
@@ -66,6 +67,8 @@ class Trace:
     decode_decoding_s: float = 0.0
     decode_context_s: float = 0.0
     caches: list[CacheStats] | None = None  # prefix caching: per engine of the front pool
+    lora: list[LoraStats] | None = None  # LoRA adapters: per engine (front pool, then back)
+    adapters: list[int] | None = None  # with `series`: distinct adapters in each recorded iteration
 
 
 class Simulation:
@@ -103,6 +106,8 @@ class Simulation:
             if requests.after is not None and self.next_turn:
                 think = requests.think_s
                 self.spawn_gap = 0.0 if think is None else float(think[list(self.next_turn.values())].min())
+        self.adapter: list[int] | None = requests.adapter.tolist() if requests.adapter is not None else None
+        self.adapter_rank = requests.adapter_rank
         self.prompt: list[int] = requests.prompt.tolist()
         self.original = list(self.prompt)
         self.output: list[int] = requests.output.tolist()
@@ -114,7 +119,8 @@ class Simulation:
         self.version = [0] * n
         self.preemptions = 0
         nan = math.nan
-        self.trace = Trace([nan] * n, [nan] * n, [nan] * n, [nan] * n, series=[] if series else None)
+        self.trace = Trace([nan] * n, [nan] * n, [nan] * n, [nan] * n, series=[] if series else None,
+                           adapters=[] if series else None)  # fmt: skip
         self.transfer = transfer_s
         self.events: list[tuple[float, int, int, int]] = []
         self.seq = 0
@@ -172,7 +178,7 @@ class Simulation:
         self.push(now + self.transfer(self.original[rid]), HANDOFF, rid)
 
     def record(self, now: float, seconds: float, k: int, decoding: int, tokens: int, prefilling: int, kv: float,
-               prefill_share: float, context: float, width: int = 1) -> None:  # fmt: skip
+               prefill_share: float, context: float, width: int = 1, adapters: int = 0) -> None:  # fmt: skip
         tr = self.trace
         tr.busy_s += seconds
         tr.batch_s += seconds * (decoding + prefilling)
@@ -192,6 +198,8 @@ class Simulation:
             tr.max_batched_tokens = tokens + decoding * width
         if tr.series is not None:
             tr.series.append((now, seconds, decoding, tokens, kv))
+        if tr.adapters is not None:
+            tr.adapters.append(adapters)
 
     # -- the loop ------------------------------------------------------------------------------------------------
 
@@ -253,6 +261,8 @@ class Simulation:
         self.trace.preemptions = self.preemptions
         if any(e.cache is not None for e in self.front):
             self.trace.caches = [cache_stats(e.cache) for e in self.front]
+        if any(e.adapters is not None for e in self.engines):
+            self.trace.lora = [e.adapters.stats if e.adapters is not None else LoraStats() for e in self.engines]
         return self.trace
 
     def _horizon(self, arriving: float) -> float:
@@ -274,7 +284,8 @@ class Simulation:
 
     @staticmethod
     def _load(engine: Engine) -> int:
-        return len(engine.waiting) + len(engine.prefilling) + engine.decoding
+        held = len(engine.adapters.skipped) if engine.adapters is not None else 0
+        return len(engine.waiting) + held + len(engine.prefilling) + engine.decoding
 
     def _moved(self, engine: Engine) -> None:
         """Record `engine`'s load in its pool's heap (after anything that may change it)."""
@@ -371,7 +382,9 @@ def shared(requests: Requests, pool: Pool) -> bool:
 
 
 def _caching(requests: Requests, pool: Pool) -> bool:
-    return pool.scheduler.prefix_caching and requests.hashes is not None
+    """Whether each engine keeps state of its own share (a prefix cache, adapters): every share its own loop."""
+    lora = pool.scheduler.lora is not None and requests.adapter is not None
+    return lora or (pool.scheduler.prefix_caching and requests.hashes is not None)
 
 
 def loops(requests: Requests, pool: Pool, decode_pool: Pool | None = None) -> int:
@@ -405,7 +418,7 @@ def simulate(
         return Simulation(requests, pool, None, None, series, pool.scheduler.router).run(should_stop)
     single = Pool(pool.surface, pool.scheduler, 1, pool.launch_s)
     shares = _shares(requests, pool.engines)
-    if _caching(requests, pool):  # each engine's cache sees only its own share: every share its own loop
+    if _caching(requests, pool):  # each engine's cache or adapters see only its own share: every share its own loop
         own = np.arange(shares.ids.shape[0])
         shares = _Shares(shares.ids, shares.length, shares.concurrency, own, own)
     times = np.full((4, requests.count), math.nan)  # arrival, admit, first token, end
@@ -429,7 +442,7 @@ def simulate(
             times[:, shares.ids[alike, :size]] = own[:, None, :] + shift[None, :, None]
         times[:, ids] = own  # the loop's own engine: its times as they are
     arrival, admit, first, end = (t.tolist() for t in times)
-    merged = Trace(arrival, admit, first, end, series=traces[0].series)
+    merged = Trace(arrival, admit, first, end, series=traces[0].series, adapters=traces[0].adapters)
     # Each engine's sums added in engine order, as one loop per engine would add them (cumsum adds in order).
     sums = np.array([[getattr(tr, name) for name in SUMS] for tr in traces])[shares.group]
     for name, total in zip(SUMS, np.cumsum(sums, axis=0)[-1].tolist(), strict=True):
@@ -440,4 +453,6 @@ def simulate(
     merged.max_batched_tokens = max(tr.max_batched_tokens for tr in traces)
     if any(tr.caches for tr in traces):
         merged.caches = [c for tr in traces for c in tr.caches or []]
+    if any(tr.lora for tr in traces):
+        merged.lora = [c for tr in traces for c in tr.lora or []]
     return merged

@@ -12,6 +12,7 @@ from roofline.serving._sharing import POPULARITIES, group_of, sessions, sharing
 __all__ = [
     "LENGTH_KINDS",
     "POPULARITIES",
+    "adapters",
     "arrivals",
     "group_of",
     "lengths",
@@ -67,3 +68,12 @@ def arrivals(
         gaps = rng.gamma(shape, 1.0 / (rate * shape), size=count)
     out: FloatArray = np.cumsum(gaps) - gaps[0]
     return out
+
+
+def adapters(rng: np.random.Generator, count: int, adapters: int, popularity: str = "uniform",
+             exponent: float = 1.0) -> IntArray:  # fmt: skip
+    """Each request's LoRA adapter, 0 … adapters − 1, with a popularity: uniform, or Zipf (adapter k, 1-based,
+    chosen ∝ k^−exponent), drawn as prefix groups are (`group_of`)."""
+    if popularity not in POPULARITIES:
+        raise ServingConfigError("load.adapters.popularity", f"one of {', '.join(POPULARITIES)}")
+    return group_of(rng, count, adapters, popularity, exponent)

@@ -187,7 +187,8 @@ def test_a_plan_stopped_by_its_deadline_says_it_is_partial(make_client: Callable
     # limit, service.heavy.PARTIAL_MARGIN) and answers what it has; the margin holds a candidate's simulation even
     # on a loaded machine (with a 2 s limit's 0.4 s, one candidate under load overran it: a 503).
     body = copy.deepcopy(PLAN_EXAMPLES["llama-70b-chat"]["value"])
-    body["search"] |= {"max_num_seqs": [16, 32, 64, 96, 128, 192, 256], "max_num_batched_tokens": [2048, 4096, 8192, 16384]}
+    batches = [16, 32, 64, 96, 128, 192, 256]
+    body["search"] |= {"max_num_seqs": batches, "max_num_batched_tokens": [2048, 4096, 8192, 16384]}
     client = make_client(request_timeout_s=8, heavy_requests_per_window=0)
     answer = client.post("/v1/plan", json=body)
     assert answer.status_code == 200, answer.text

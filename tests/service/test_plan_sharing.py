@@ -91,3 +91,33 @@ def test_bad_sharing_traffic_is_a_422(client: TestClient) -> None:
     response = client.post("/v1/plan", json=body)
     assert response.status_code == 422
     assert response.json()["detail"][0]["field"].startswith("body.search.host_cache_bytes")
+
+
+def test_lora_traffic_plans_and_exports_vllms_flags(client: TestClient) -> None:
+    body = copy.deepcopy(BASE)
+    del body["traffic"]["prefix_tokens"]
+    body["traffic"]["adapters"] = {"count": 16, "rank": 16, "popularity": "zipf"}
+    body["engine"] = {"max_loras": 4, "max_cpu_loras": 8, "max_lora_rank": 16}
+    body["search"]["prefix_caching"] = [True]
+    result = plan(client, body)
+    best = (result["feasible"] or result["closest"])[0]
+    args = shlex.split(best["export"]["vllm"][0]["command"])
+    assert "--enable-lora" in args
+    flags = {flag: args[args.index(flag) + 1] for flag in ("--max-loras", "--max-lora-rank", "--max-cpu-loras")}
+    assert flags == {"--max-loras": "4", "--max-lora-rank": "16", "--max-cpu-loras": "8"}
+    assert any("LoRA" in note for note in best["export"]["notes"])
+    # the same traffic without adapters plans without them
+    del body["traffic"]["adapters"]
+    plain = plan(client, body)
+    assert "--enable-lora" not in shlex.split(
+        (plain["feasible"] or plain["closest"])[0]["export"]["vllm"][0]["command"]
+    )
+    # an adapter above the engine's max_lora_rank is refused
+    body["traffic"]["adapters"] = {"count": 16, "rank": 64}
+    response = client.post("/v1/plan", json=body)
+    assert response.status_code == 422, response.text
+    assert [d["field"] for d in response.json()["detail"]] == ["body.traffic.adapters.rank"]
+    body["traffic"]["adapters"]["rank"] = 16
+    body["engine"]["max_loras"] = 0
+    response = client.post("/v1/plan", json=body)
+    assert [d["field"] for d in response.json()["detail"]] == ["body.engine.max_loras"]

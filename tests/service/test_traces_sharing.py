@@ -115,3 +115,27 @@ def test_a_csv_trace_takes_sessions(client: TestClient) -> None:
     assert r.status_code == 201, r.text
     back = client.get(f"{PATH}/{r.json()['id']}/requests").json()["items"]
     assert [(x["session"], x["turn"]) for x in back] == [(4, 0), (4, 1)]
+
+
+@pytest.mark.databases  # storage
+def test_a_traces_lora_adapters_are_kept_and_replayed(client: TestClient) -> None:
+    # A CSV trace naming adapters 3, 5, 3 and none: stored, read back (none: the key left out), and replayed with
+    # the adapters (two of them, each loaded once with max_loras 2); the same lengths without the column are another
+    # trace, run without LoRA.
+    csv = "arrival_s,prompt_tokens,output_tokens,adapter\n0,100,6,3\n0,100,6,5\n0,100,6,3\n0,100,6,\n"
+    r = upload(client, csv, "text/csv")
+    assert r.status_code == 201, r.text
+    back = client.get(f"{PATH}/{r.json()['id']}/requests").json()["items"]
+    assert [x.get("adapter") for x in back] == [3, 5, 3, None]
+    body = {**SERVE, "engine": {"max_loras": 2}, "load": {"trace_id": r.json()["id"]}}
+    lora = client.post(SERVING, json=body).json()["lora"]
+    assert (lora["adapters"], lora["loads"], lora["rank"]) == (2, 2, 16)
+    plain = upload(client, "arrival_s,prompt_tokens,output_tokens\n0,100,6\n0,100,6\n0,100,6\n0,100,6\n", "text/csv")
+    assert plain.json()["id"] != r.json()["id"]
+    assert client.post(SERVING, json={**body, "load": {"trace_id": plain.json()["id"]}}).json()["lora"] is None
+    # JSON lines take it too; a bad adapter id names the field
+    rows = [{"arrival_s": 0, "prompt_tokens": 6, "output_tokens": 5, "adapter": "x"}]
+    assert fields(upload(client, jsonl(rows))) == ["body.requests.0.adapter"]
+    rows[0]["adapter"] = 11
+    r = upload(client, jsonl(rows))
+    assert client.get(f"{PATH}/{r.json()['id']}/requests").json()["items"][0]["adapter"] == 11
