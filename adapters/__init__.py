@@ -85,7 +85,15 @@ from adapters._json import check_json, depth_error, nul_error
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
 from adapters._serving import estimate_serving, render_serving, serving_requests
-from adapters._serving_plan import Hardware, PlanOutcome, plan_serving
+from adapters._serving_plan import (
+    PLAN_DEADLINE_S,
+    Hardware,
+    PlanOutcome,
+    PlanSearch,
+    finish_plan,
+    plan_serving,
+    prepare_plan,
+)
 from adapters._traces import TRACE_FILE_TYPES, Trace, decode_trace, media_type, parse_trace, trace_of
 from adapters._training import estimate_training, render_training, training_run
 from adapters._training_plan import plan_training, render_training_plan
@@ -94,6 +102,7 @@ __all__ = [
     "KERNEL_FLOOR_S",
     "METHODS",
     "NOTES",
+    "PLAN_DEADLINE_S",
     "TABLE_PATH",
     "TRACE_FILE_TYPES",
     "UNCALIBRATED",
@@ -108,6 +117,7 @@ __all__ = [
     "InvalidField",
     "OpGroup",
     "PlanOutcome",
+    "PlanSearch",
     "Predictions",
     "Prepared",
     "RunCorrector",
@@ -136,6 +146,7 @@ __all__ = [
     "evaluate",
     "evaluate_ops",
     "fabric",
+    "finish_plan",
     "fit_calibration",
     "group_of",
     "inference_run",
@@ -154,6 +165,7 @@ __all__ = [
     "plan_training",
     "predict",
     "predict_measured",
+    "prepare_plan",
     "prepare_run",
     "render_run",
     "render_serving",

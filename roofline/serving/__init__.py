@@ -37,10 +37,10 @@ from roofline.serving._plan import (
     check_at_traffic,
     operating_point,
     pareto,
-    plan_serving,
     size,
 )
 from roofline.serving._results import Distribution, Objectives, ServingBand, ServingEstimate, band_factors, summarise
+from roofline.serving._search import Evaluated, evaluate, families, plan_serving, reduce, surface_cache
 from roofline.serving._simulator import Pool, Trace, loops, simulate
 from roofline.serving._surface import IterationSurface
 
@@ -52,6 +52,7 @@ __all__ = [
     "Distribution",
     "EngineSpec",
     "Entry",
+    "Evaluated",
     "IterationSurface",
     "Objectives",
     "Point",
@@ -72,6 +73,8 @@ __all__ = [
     "band_factors",
     "check_at_traffic",
     "estimate_serving",
+    "evaluate",
+    "families",
     "kv_pool_blocks",
     "loops",
     "operating_point",
@@ -79,8 +82,10 @@ __all__ = [
     "plan_serving",
     "pool_memory",
     "prepare",
+    "reduce",
     "simulate",
     "size",
+    "surface_cache",
 ]
 
 

@@ -5,6 +5,7 @@ Pareto frontier by hand; and the simulator's one-token answers."""
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -21,11 +22,15 @@ from roofline.serving import (
     SurfaceCache,
     Targets,
     check_at_traffic,
+    evaluate,
+    families,
     operating_point,
     pareto,
     plan_serving,
+    reduce,
     simulate,
     size,
+    surface_cache,
 )
 from tests.roofline.models import LLAMA_3_8B
 from tests.roofline.profiles import system
@@ -193,3 +198,31 @@ def test_a_one_token_answer_ends_with_its_prompt() -> None:
     assert tr.first == pytest.approx([1 * MS, 1 * MS])
     assert tr.end[0] == pytest.approx(1 * MS)
     assert math.isfinite(tr.end[1]) and tr.end[1] > 1 * MS
+
+
+def test_a_search_split_by_family_and_reduced_is_the_same_plan() -> None:
+    # What the service's jobs do: the families evaluated apart, each in its own copy of the candidates (as a process
+    # that unpickled them holds them) and its own surface cache, then reduced in yet another: the same plan as
+    # `plan_serving` in one process, bit for bit (the dataclasses compare every float exactly). Two tensor widths and
+    # two budgets × four batches: 4 families of 4; a TPOT target that prunes some of each family's larger batches.
+    deps = [Deployment(EngineSpec(run(t), Scheduler(kind="chunked", max_num_seqs=s, max_num_batched_tokens=b)))
+            for t in (1, 2) for b in (512, 2048) for s in (128, 8, 512, 32)]  # fmt: skip
+    prices = [2.0 * t for t in (1, 2) for _ in range(8)]
+    prompt, output, targets = np.array([1024, 300]), np.array([128, 40]), Targets(ttft_s=1.0, tpot_s=0.012)
+    whole = plan_serving(deps, prices, prompt, output, targets, 20.0, max_results=3, seed=7)
+    groups = families(deps)
+    assert sorted(len(g) for g in groups) == [4, 4, 4, 4] and sorted(i for g in groups for i in g) == list(range(16))
+    parts = []
+    for chunk in (groups[:1], groups[1:]):
+        items = pickle.loads(pickle.dumps([(i, deps[i], prices[i]) for g in chunk for i in g]))
+        parts.append(evaluate(items, prompt, output, targets, 20.0, surface_cache(deps, prompt, output)))
+    parts = pickle.loads(pickle.dumps(parts))
+    split = reduce(parts, True, prompt, output, targets, 20.0, surface_cache(deps, prompt, output), 3, 7)
+    assert whole.pruned > 0 and whole.feasible
+    for name in ("feasible", "closest", "entries"):
+        assert [(e.index, e.point, e.sized, e.price_per_device_hour) for e in getattr(split, name)] == [
+            (e.index, e.point, e.sized, e.price_per_device_hour) for e in getattr(whole, name)
+        ]
+    assert (split.frontier, split.invalid, split.checked, split.pruned, split.unfinished) == (
+        whole.frontier, whole.invalid, whole.checked, whole.pruned, whole.unfinished,
+    )  # fmt: skip
