@@ -91,6 +91,7 @@ from adapters._serving_plan import (
     PlanOutcome,
     PlanSearch,
     finish_plan,
+    plan_in_process,
     plan_serving,
     prepare_plan,
 )
@@ -161,6 +162,7 @@ __all__ = [
     "nul_error",
     "op_kind",
     "parse_trace",
+    "plan_in_process",
     "plan_serving",
     "plan_training",
     "predict",

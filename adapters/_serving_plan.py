@@ -236,17 +236,22 @@ def finish_plan(search: PlanSearch, result: roofline.serving.ServingPlan) -> Pla
     return PlanOutcome(result, doc, groups)
 
 
-def plan_serving(
-    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None
-) -> PlanOutcome:
-    """Search the request's space in this process, within `PLAN_DEADLINE_S`; `trace`: the stored trace
-    `traffic.trace_id` names."""
-    s = prepare_plan(body, model, hardware, trace)
+def plan_in_process(s: PlanSearch) -> PlanOutcome:
+    """The prepared search run in this process, within `PLAN_DEADLINE_S`."""
+    body = s.body
     result = roofline.serving.plan_serving(
         s.deployments, s.prices, s.prompt, s.output, s.targets, s.demand, body.max_results, body.traffic.seed,
         body.search.max_devices, PLAN_DEADLINE_S, limits.MAX_DEVICES,
     )  # fmt: skip
     return finish_plan(s, result)
+
+
+def plan_serving(
+    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None
+) -> PlanOutcome:
+    """Search the request's space in this process, within `PLAN_DEADLINE_S`; `trace`: the stored trace
+    `traffic.trace_id` names."""
+    return plan_in_process(prepare_plan(body, model, hardware, trace))
 
 
 def _figures(p: roofline.serving.Point) -> dict[str, Any]:

@@ -7,36 +7,64 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 import adapters
+import roofline
+from schemas import limits
 from schemas.estimates import EstimateContext
 from schemas.plan import PlanRead, PlanRequest
 from service.catalogue import service as catalogue
 from service.charts.pareto import Frontier, render
 from service.errors import invalid
+from service.jobs.work import Piece, Work, balanced
 from service.traces import service as traces
 
 
-def _trace(session: Session, body: PlanRequest) -> adapters.Trace | None:
+def _trace(session: Session, body: PlanRequest, limit: int) -> adapters.Trace | None:
     """The stored trace the traffic names, if any, with the search's size checked again on its longest prompt (the
-    request's validation could not know it)."""
+    request's validation could not know it) against `limit` iterations (a request's or a job's)."""
     if body.traffic.trace_id is None:
         return None
     trace = traces.load(session, body.traffic.trace_id, "body.traffic.trace_id")
     try:
-        body.search.check_work(len(body.hardware), int(trace.prompt_tokens.max()))
+        body.search.check_work(len(body.hardware), int(trace.prompt_tokens.max()), limit)
     except ValueError as err:
         raise invalid("body.search", str(err)) from None
     return trace
 
 
-def _run(session: Session, body: PlanRequest) -> adapters.PlanOutcome:
+def _search(session: Session, body: PlanRequest, limit: int) -> adapters.PlanSearch:
     model = catalogue.resolve_model(session, body.model)
-    trace = _trace(session, body)
+    trace = _trace(session, body, limit)
     hardware = []
     for i, ref in enumerate(body.hardware):
         ctx = EstimateContext(hardware=ref, options=body.options)
         spec, name = catalogue.resolve_hardware(session, ctx, f"body.hardware.{i}")
         hardware.append(adapters.Hardware(name, adapters.inference_system(spec, ctx, None)))
-    return adapters.plan_serving(body, model, hardware, trace)
+    return adapters.prepare_plan(body, model, hardware, trace)
+
+
+def _run(session: Session, body: PlanRequest) -> adapters.PlanOutcome:
+    return adapters.plan_in_process(_search(session, body, limits.MAX_PLAN_SIMULATED_ITERATIONS))
+
+
+def job(session: Session, body: PlanRequest, chunks: int) -> Work:
+    """The plan as a job: its candidates' families in about `chunks` pieces, each evaluated by the core as the
+    synchronous plan does (`roofline.serving.evaluate`), then reduced (`roofline.serving.reduce`) with no deadline."""
+    s = _search(session, body, limits.MAX_JOB_PLAN_SIMULATED_ITERATIONS)
+    core = roofline.serving
+    build = core.surface_cache(s.deployments, s.prompt, s.output)  # empty: each task builds the same surfaces
+    pieces = [
+        Piece(core.evaluate, ([(i, s.deployments[i], s.prices[i]) for i in chunk], s.prompt, s.output, s.targets,
+              s.demand, build, body.search.max_devices, limits.MAX_DEVICES), len(chunk))
+        for chunk in balanced(core.families(s.deployments), chunks)
+    ]  # fmt: skip
+    priced = all(p is not None for p in s.prices)
+    args = (priced, s.prompt, s.output, s.targets, s.demand, build, body.max_results, body.traffic.seed,
+            limits.MAX_DEVICES)  # fmt: skip
+
+    def finish(plan: roofline.serving.ServingPlan) -> PlanRead:
+        return PlanRead.model_validate(adapters.finish_plan(s, plan).doc)
+
+    return Work(pieces, finish, core.reduce, args)
 
 
 def plan(session: Session, body: PlanRequest) -> PlanRead:

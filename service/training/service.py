@@ -7,9 +7,11 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 import adapters
+import roofline
 from schemas.training import TrainingRead, TrainingRequest
 from schemas.training_plan import TrainingPlanRead, TrainingPlanRequest
 from service.catalogue import service as catalogue
+from service.jobs.work import Piece, Work
 
 
 def estimate(session: Session, body: TrainingRequest) -> TrainingRead:
@@ -33,3 +35,17 @@ def plan(session: Session, body: TrainingPlanRequest) -> TrainingPlanRead:
     system = adapters.inference_system(spec, body, None)
     found = adapters.plan_training(body, model, system)
     return TrainingPlanRead.model_validate(adapters.render_training_plan(body, found, model_name, spec, hardware_name))
+
+
+def plan_job(session: Session, body: TrainingPlanRequest, chunks: int) -> Work:
+    """The training plan as a job: the search (`adapters.plan_training`, as `plan` runs it) in one task."""
+    model, model_name = catalogue.resolve_model(session, body.model)
+    spec, hardware_name = catalogue.resolve_hardware(session, body)
+    system = adapters.inference_system(spec, body, None)
+
+    def finish(found: roofline.TrainingPlan) -> TrainingPlanRead:
+        return TrainingPlanRead.model_validate(
+            adapters.render_training_plan(body, found, model_name, spec, hardware_name)
+        )
+
+    return Work([Piece(adapters.plan_training, (body, model, system))], finish)
