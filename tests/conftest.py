@@ -136,7 +136,9 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url)
+    # Jobs are stored but not run: a test that runs them on Ray says so (tests/service/test_jobs_ray.py), so that no
+    # other test starts a Ray cluster because its request was big enough to become a job.
+    return Settings(database_url=database_url, run_jobs=False)
 
 
 @pytest.fixture
