@@ -29,7 +29,7 @@ from service import migrate
 from service.app import create_app
 from service.catalogue.load import load_catalogue
 from service.db import make_engine, make_sessionmaker
-from service.orm import HardwareProfile, ModelConfig, ServingTrace
+from service.orm import HardwareProfile, Job, ModelConfig, ServingTrace
 from service.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,6 +151,7 @@ def client(settings: Settings) -> Iterator[TestClient]:
         session.execute(delete(HardwareProfile).where(HardwareProfile.builtin.is_(False)))
         session.execute(delete(ModelConfig).where(ModelConfig.builtin.is_(False)))
         session.execute(delete(ServingTrace))
+        session.execute(delete(Job))  # nor does a queued job wait for the next test's runner
         session.commit()
     app.state.engine.dispose()
 

@@ -94,6 +94,15 @@ class JobRepository:
             {"runner": runner, "attempts": Job.attempts + 1, "started_at": now, "heartbeat_at": now, "done": 0},
         )  # fmt: skip
 
+    def renew(self, job_ids: list[str], runner: str, now: datetime) -> None:
+        """Renew the lease of the jobs `runner` is running."""
+        self.session.execute(
+            update(Job)
+            .where(Job.id.in_(job_ids), Job.state == "running", Job.runner == runner)
+            .values(heartbeat_at=now)
+            .execution_options(synchronize_session=False)
+        )
+
     def heartbeat(self, job_id: str, runner: str, now: datetime, done: int, total: int) -> bool:
         """Renew the lease and record progress; False when the job is no longer this runner's (cancelled, or taken
         up by another process after this one stalled past its lease)."""

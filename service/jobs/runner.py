@@ -132,15 +132,28 @@ class JobRunner:
         for t in threads:
             t.join(timeout_s)
 
+    def active(self) -> list[str]:
+        """The jobs this process is running now."""
+        with self._lock:
+            return list(self._active)
+
     def _dispatch(self) -> None:
+        """Every poll (at least three times a lease): renew the lease of the jobs this process runs, whatever they
+        are doing (joining Ray, reading the database, waiting on tasks); take up orphaned jobs and claim queued
+        ones while there is room."""
         s = self.settings
         while not self._stop.is_set():
             try:
-                with self._lock:
-                    free = s.jobs_per_process - len(self._active)
+                running = set(self.active())
+                if running:
+                    with self._tx() as session:
+                        JobRepository(session).renew(sorted(running), self.token, service.now())
+                free = s.jobs_per_process - len(running)
                 if free > 0:
                     with self._tx() as session:
-                        ids = service.take_up_stale(session, self.token, s.job_lease_s, s.job_max_attempts, free)
+                        ids = service.take_up_stale(
+                            session, self.token, s.job_lease_s, s.job_max_attempts, free, running
+                        )
                     with self._tx() as session:
                         ids += service.claim_queued(session, self.token, free - len(ids))
                     for job_id in ids:
@@ -148,7 +161,7 @@ class JobRunner:
             except Exception as err:  # the database is away: try again at the next poll
                 if not database_unavailable(err):
                     log.exception("job dispatcher")
-            self._wake.wait(s.job_poll_s)
+            self._wake.wait(min(s.job_poll_s, s.job_lease_s / 3))
             self._wake.clear()
 
     def _spawn(self, job_id: str) -> None:

@@ -148,13 +148,18 @@ def claim_queued(session: Session, runner: str, limit: int) -> list[str]:
     return [job_id for job_id in repo.queued(limit) if repo.claim(job_id, runner, now())]
 
 
-def take_up_stale(session: Session, runner: str, lease_s: float, max_attempts: int, limit: int) -> list[str]:
+def take_up_stale(
+    session: Session, runner: str, lease_s: float, max_attempts: int, limit: int, running: set[str]
+) -> list[str]:
     """Running jobs whose runner stopped renewing its lease (its process died): taken up by `runner` while they
-    have attempts left, else failed with the reason. Returns the ids taken up."""
+    have attempts left, else failed with the reason (`running`: those this process runs, never taken). Returns the
+    ids taken up."""
     repo = JobRepository(session)
     at = now()
     taken = []
     for job_id, old, attempts in repo.stale(at - timedelta(seconds=lease_s), limit):
+        if job_id in running:
+            continue
         if attempts >= max_attempts:
             repo.finish(job_id, old, at, {"state": "failed", "error": lost(attempts)})
         elif repo.take_up(job_id, old, runner, at):
