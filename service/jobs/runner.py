@@ -68,7 +68,8 @@ def ray_up(settings: Settings) -> None:
 
 
 def _cpus() -> int:
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+    resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]  # Ray leaves it untyped
+    return max(1, int(resources.get("CPU", 1)))
 
 
 def failure(err: BaseException, retries: int) -> dict[str, Any]:
