@@ -114,8 +114,9 @@ def test_compose_runs_jobs_on_a_ray_head_and_scalable_workers(compose: dict[str,
     port = free_port()
     command = [str(Path(sys.executable).with_name("ray")), *head["command"][1:]]
     command = [f"--port={port}" if c == "--port=6379" else c for c in command]
-    command += [f"--{name}={free_port()}" for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
-                "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port")]  # fmt: skip
+    ports = ("dashboard-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port",
+             "runtime-env-agent-port", "node-manager-port", "object-manager-port")  # fmt: skip
+    command += [f"--{name}={free_port()}" for name in ports]
     temp = Path(tempfile.mkdtemp(prefix="rl-ray-", dir="/tmp"))
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "test-token", "RAY_USAGE_STATS_ENABLED": "0"}
     log = (tmp_path / "head.log").open("w")

@@ -30,7 +30,7 @@ class RayCluster:
         ports = {
             name: free_port()
             for name in (
-                "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                "dashboard-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
                 "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port",
             )
         }  # fmt: skip
