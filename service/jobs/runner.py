@@ -109,6 +109,13 @@ class JobRunner:
         self._active: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
         self._dispatcher: threading.Thread | None = None
+        # Ray is joined (or its local cluster started) from a thread of its own that lives as long as the runner: the
+        # processes of a local cluster die with the *thread* that started them (Linux's parent-death signal follows
+        # the thread), so a job's thread, which ends with its job, must not be the one.
+        self._ray_wanted = threading.Event()
+        self._ray_ready = threading.Event()
+        self._ray_error: BaseException | None = None
+        self._ray_thread: threading.Thread | None = None
 
     def _tx(self) -> contextlib.AbstractContextManager[Session]:
         return contextlib.contextmanager(unit_of_work)(self.factory)
@@ -116,6 +123,36 @@ class JobRunner:
     def start(self) -> None:
         self._dispatcher = threading.Thread(target=self._dispatch, name="ridgeline-jobs", daemon=True)
         self._dispatcher.start()
+        self._ray_thread = threading.Thread(target=self._hold_ray, name="ridgeline-ray", daemon=True)
+        self._ray_thread.start()
+
+    def _hold_ray(self) -> None:
+        """Join Ray when the first job wants it, then keep this thread alive until the runner stops."""
+        while not self._stop.is_set():
+            if self._ray_wanted.wait(0.5):
+                try:
+                    ray_up(self.settings)
+                except Exception as err:  # each job that wanted it fails with the reason, and the next one retries
+                    self._ray_error = err
+                    self._ray_wanted.clear()
+                self._ray_ready.set()
+                if self._ray_error is None:
+                    self._stop.wait()
+
+    def _ray(self) -> None:
+        """Ray, joined by the runner's Ray thread (the job's thread waits for it)."""
+        if ray.is_initialized():
+            return
+        self._ray_error = None
+        self._ray_ready.clear()
+        self._ray_wanted.set()
+        while not self._ray_ready.wait(0.5):
+            if ray.is_initialized():
+                return
+            if self._stop.is_set():
+                raise _Stopped
+        if self._ray_error is not None:
+            raise self._ray_error
 
     def wake(self) -> None:
         """A job was submitted (and committed): look now rather than at the next poll."""
@@ -187,7 +224,7 @@ class JobRunner:
             return JobRepository(session).finish(job_id, self.token, service.now(), values)
 
     def _attempt(self, job_id: str) -> None:
-        ray_up(self.settings)
+        self._ray()
         with self._tx() as session:
             job = service.get(session, job_id)
             kind = JobKind(job.kind)
