@@ -63,14 +63,27 @@ def surface_cache(candidates: Sequence[Deployment], prompt: IntArray, output: In
     return SurfaceCache(tokens, max((s.scheduler.max_num_seqs for s in specs), default=1), longest)
 
 
+def _engine(dep: Deployment) -> tuple[object, ...]:
+    """What a candidate's iteration-time surfaces depend on (`SurfaceCache`'s key, of each engine it runs)."""
+    return tuple(
+        (id(s.run.model), id(s.run.system), s.run.parallelism, s.run.precision)
+        for s in (dep.front, dep.back)
+        if s is not None
+    )
+
+
 def families(candidates: Sequence[Deployment]) -> list[list[int]]:
     """The candidates' indices grouped by engine family (all but the decoding batch), each group smallest batch
-    first, groups in order of their first member: the units `evaluate` may be given apart."""
+    first: the units `evaluate` may be given apart. Groups on the same engines come together (in order of their
+    engines' first candidate), so that contiguous groups share their surfaces."""
     order = sorted(range(len(candidates)), key=lambda i: _batch(candidates[i]))
     groups: dict[tuple[object, ...], list[int]] = {}
     for i in order:
         groups.setdefault(_family(candidates[i]), []).append(i)
-    return sorted(groups.values(), key=lambda g: min(g))
+    first: dict[tuple[object, ...], int] = {}
+    for i, dep in enumerate(candidates):
+        first.setdefault(_engine(dep), i)
+    return sorted(groups.values(), key=lambda g: (first[_engine(candidates[g[0]])], min(g)))
 
 
 @dataclass(frozen=True)

@@ -46,10 +46,16 @@ class Kind:
     prepare: Callable[[Session, Any, int], Work]
 
 
-def balanced(groups: Sequence[Sequence[int]], chunks: int) -> list[list[int]]:
-    """`groups` (each kept whole) packed into at most `chunks` chunks of about equal size: largest group first, each
-    into the chunk that holds least (Graham's LPT rule, within 4/3 of the best packing); empty chunks dropped."""
-    bins: list[list[int]] = [[] for _ in range(max(1, chunks))]
-    for g in sorted(groups, key=len, reverse=True):
-        min(bins, key=len).extend(g)
-    return [b for b in bins if b]
+def contiguous(groups: Sequence[Sequence[int]], chunks: int) -> list[list[int]]:
+    """`groups` (each kept whole, in their order) cut into at most `chunks` runs of about equal size: neighbouring
+    groups stay together (a plan's families on the same engines share the surfaces a task builds)."""
+    total = sum(len(g) for g in groups)
+    out: list[list[int]] = [[]]
+    done = 0
+    for g in groups:
+        # Start a new chunk once this one holds its share (k × total / chunks for the k-th boundary).
+        if out[-1] and done >= len(out) * total / max(1, chunks):
+            out.append([])
+        out[-1].extend(g)
+        done += len(g)
+    return [c for c in out if c]

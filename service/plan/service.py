@@ -14,7 +14,7 @@ from schemas.plan import PlanRead, PlanRequest
 from service.catalogue import service as catalogue
 from service.charts.pareto import Frontier, render
 from service.errors import invalid
-from service.jobs.work import Piece, Work, balanced
+from service.jobs.work import Piece, Work, contiguous
 from service.traces import service as traces
 
 
@@ -46,6 +46,11 @@ def _run(session: Session, body: PlanRequest) -> adapters.PlanOutcome:
     return adapters.plan_in_process(_search(session, body, limits.MAX_PLAN_SIMULATED_ITERATIONS))
 
 
+# Candidates a piece holds at least: each piece builds the iteration-time surfaces of its engines (20-40 ms each,
+# schemas.limits), as long as ~5 candidates take to simulate.
+MIN_PIECE = 50
+
+
 def job(session: Session, body: PlanRequest, chunks: int) -> Work:
     """The plan as a job: its candidates' families in about `chunks` pieces, each evaluated by the core as the
     synchronous plan does (`roofline.serving.evaluate`), then reduced (`roofline.serving.reduce`) with no deadline."""
@@ -55,7 +60,7 @@ def job(session: Session, body: PlanRequest, chunks: int) -> Work:
     pieces = [
         Piece(core.evaluate, ([(i, s.deployments[i], s.prices[i]) for i in chunk], s.prompt, s.output, s.targets,
               s.demand, build, body.search.max_devices, limits.MAX_DEVICES), len(chunk))
-        for chunk in balanced(core.families(s.deployments), chunks)
+        for chunk in contiguous(core.families(s.deployments), min(chunks, -(-len(s.deployments) // MIN_PIECE)))
     ]  # fmt: skip
     priced = all(p is not None for p in s.prices)
     args = (priced, s.prompt, s.output, s.targets, s.demand, build, body.max_results, body.traffic.seed,

@@ -69,16 +69,20 @@ def submit(client: TestClient, kind: str, body: dict[str, Any]) -> str:
     return job_id
 
 
-def test_a_plan_as_a_job_is_the_synchronous_plan_bit_for_bit(runner: TestClient) -> None:
-    sync = runner.post("/v1/plan", json=PLAN)
+@pytest.mark.parametrize(("body", "candidates"), [(PLAN, 24), (LONG, 64)])
+def test_a_plan_as_a_job_is_the_synchronous_plan_bit_for_bit(
+    runner: TestClient, body: dict[str, Any], candidates: int
+) -> None:
+    # PLAN is one piece (under service.plan.service.MIN_PIECE candidates), LONG two (one per CPU): reduced from parts.
+    sync = runner.post("/v1/plan", json=body)
     assert sync.status_code == 200, sync.text
-    job = finished(runner, submit(runner, "plan", PLAN))
+    job = finished(runner, submit(runner, "plan", body))
     assert job["state"] == "succeeded", job["error"]
     # Parsed JSON compared: every float the same double (orjson writes the shortest repr that round-trips).
     assert job["result"] == sync.json()
-    assert job["result"]["candidates"] == 24 and job["attempts"] == 1
+    assert job["result"]["candidates"] == candidates and job["attempts"] == 1
     progress = job["progress"]
-    assert (progress["done"], progress["total"], progress["remaining_s"]) == (24, 24, None)
+    assert (progress["done"], progress["total"], progress["remaining_s"]) == (candidates, candidates, None)
     assert progress["elapsed_s"] > 0
 
 
