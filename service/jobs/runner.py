@@ -50,6 +50,11 @@ def _reduce(fn: Callable[..., Any], args: tuple[Any, ...], *parts: Any) -> Any:
     return fn(list(parts), *args)
 
 
+# Made remote once (each `ray.remote` of a function is exported to the cluster again), given options per job.
+_piece_task = ray.remote(_call)
+_reduce_task = ray.remote(_reduce)
+
+
 def ray_up(settings: Settings) -> None:
     """Join the cluster at `ray_address`, or start a local one, once per process."""
     with _ray_lock:
@@ -235,7 +240,7 @@ class JobRunner:
         self._record(job_id, {"state": "succeeded", "result": result, "done": work.total, "total": work.total})
 
     def _compute(self, job_id: str, work: Work) -> Any:
-        call = ray.remote(_call).options(max_retries=self.settings.job_task_retries, name="ridgeline_piece")
+        call = _piece_task.options(max_retries=self.settings.job_task_retries, name="ridgeline_piece")
         refs = [call.remote(p.fn, *p.args) for p in work.pieces]
         weight = {r: p.weight for r, p in zip(refs, work.pieces, strict=True)}
         done = 0
@@ -247,7 +252,7 @@ class JobRunner:
             self._beat(job_id, pending, done, work.total)
         if work.reduce is None:
             return ray.get(refs[0])
-        reduce = ray.remote(_reduce).options(max_retries=self.settings.job_task_retries, name="ridgeline_reduce")
+        reduce = _reduce_task.options(max_retries=self.settings.job_task_retries, name="ridgeline_reduce")
         ref = reduce.remote(work.reduce, work.reduce_args, *refs)
         while not ray.wait([ref], timeout=self.settings.job_lease_s / 3)[0]:
             self._beat(job_id, [ref], done, work.total)
