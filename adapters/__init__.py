@@ -85,7 +85,16 @@ from adapters._json import check_json, depth_error, nul_error
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
 from adapters._serving import estimate_serving, host_link, render_serving, serving_requests
-from adapters._serving_plan import Hardware, PlanOutcome, plan_serving
+from adapters._serving_plan import (
+    PLAN_DEADLINE_S,
+    Hardware,
+    PlanOutcome,
+    PlanSearch,
+    finish_plan,
+    plan_in_process,
+    plan_serving,
+    prepare_plan,
+)
 from adapters._sharing import trace_requests
 from adapters._trace_sharing import request_fields, shared_columns
 from adapters._traces import TRACE_FILE_TYPES, Trace, decode_trace, media_type, parse_trace, trace_of
@@ -96,6 +105,7 @@ __all__ = [
     "KERNEL_FLOOR_S",
     "METHODS",
     "NOTES",
+    "PLAN_DEADLINE_S",
     "TABLE_PATH",
     "TRACE_FILE_TYPES",
     "UNCALIBRATED",
@@ -110,6 +120,7 @@ __all__ = [
     "InvalidField",
     "OpGroup",
     "PlanOutcome",
+    "PlanSearch",
     "Predictions",
     "Prepared",
     "RunCorrector",
@@ -138,6 +149,7 @@ __all__ = [
     "evaluate",
     "evaluate_ops",
     "fabric",
+    "finish_plan",
     "fit_calibration",
     "group_of",
     "host_link",
@@ -153,10 +165,12 @@ __all__ = [
     "nul_error",
     "op_kind",
     "parse_trace",
+    "plan_in_process",
     "plan_serving",
     "plan_training",
     "predict",
     "predict_measured",
+    "prepare_plan",
     "prepare_run",
     "render_run",
     "render_serving",

@@ -236,17 +236,32 @@ class PlanOutcome:
     groups: list[str]
 
 
-def plan_serving(
-    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None,
-    should_stop: roofline.StopCheck | None = None,
-) -> PlanOutcome:  # fmt: skip
-    """Search the request's space; `trace`: the stored trace `traffic.trace_id` names. The search stops after
-    `PLAN_DEADLINE_S` or when `should_stop` answers true, whichever comes first, and ranks what it has."""
-    until = time.monotonic() + PLAN_DEADLINE_S
+@dataclass(frozen=True)
+class PlanSearch:
+    """A plan request mapped onto the core's search: the deployments that can be built (`kept`, in candidate order,
+    with their prices), the traffic's lengths and rate (and its requests with their hash chains, `sample`, when they
+    share prefixes), the objectives, and what could not be built (`invalid`)."""
 
-    def stop() -> bool:
-        return time.monotonic() >= until or (should_stop is not None and should_stop())
+    body: PlanRequest
+    model_spec: ModelSpec
+    model_name: str
+    hardware: list[Hardware]
+    searched: int
+    kept: list[Candidate]
+    deployments: list[Deployment]
+    prices: list[float | None]
+    invalid: list[str]
+    prompt: np.ndarray
+    output: np.ndarray
+    demand: float
+    targets: Targets
+    sample: Requests | None = None
 
+
+def prepare_plan(
+    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None
+) -> PlanSearch:
+    """The request's search space as core deployments; `trace`: the stored trace `traffic.trace_id` names."""
     model_spec, model_name = model
     core_model = transformer(model_spec, None)
     prompt, output = traffic_lengths(body, model_spec.max_context_tokens, trace)
@@ -271,10 +286,14 @@ def plan_serving(
     prices = [body.prices.get(hardware[c.hardware].name) for c in kept]
     o = body.objectives
     targets = Targets(o.ttft_s, o.tpot_s, o.e2e_s, o.percentile.value, o.margin)
-    result = roofline.serving.plan_serving(
-        deployments, prices, prompt, output, targets, demand, body.max_results, body.traffic.seed,
-        body.search.max_devices, limits.MAX_DEVICES, stop, sample,
-    )  # fmt: skip
+    return PlanSearch(body, model_spec, model_name, hardware, len(all_candidates), kept, deployments, prices, invalid,
+                      prompt, output, demand, targets, sample)  # fmt: skip
+
+
+def finish_plan(search: PlanSearch, result: roofline.serving.ServingPlan) -> PlanOutcome:
+    """The core's plan as a `PlanRead` document (or the error that says why nothing could run)."""
+    body, hardware, kept = search.body, search.hardware, search.kept
+    invalid = list(search.invalid)
     for i, field, message in result.invalid:
         c = kept[i]
         invalid.append(f"{c.label(hardware[c.hardware].name)}: {field}: {message}")
@@ -288,14 +307,40 @@ def plan_serving(
             )
         raise InvalidField(
             "body.search",
-            f"none of the {len(all_candidates)} candidates can run (more devices per engine, narrower dtypes or a "
+            f"none of the {search.searched} candidates can run (more devices per engine, narrower dtypes or a "
             f"larger engine.memory_fraction may): {shown}",
         )
-    doc = render(body, model_spec, model_name, hardware, kept, result, demand, prompt, output, len(all_candidates),
-                 len(invalid))  # fmt: skip
+    doc = render(body, search.model_spec, search.model_name, hardware, kept, result, search.demand, search.prompt,
+                 search.output, search.searched, len(invalid))  # fmt: skip
     doc["invalid"] = invalid[:MAX_INVALID_LISTED]
     groups = [f"{hardware[kept[e.index].hardware].name} · {kept[e.index].mode.value}" for e in result.entries]
     return PlanOutcome(result, doc, groups)
+
+
+def plan_in_process(s: PlanSearch, should_stop: roofline.StopCheck | None = None) -> PlanOutcome:
+    """The prepared search run in this process. It stops after `PLAN_DEADLINE_S` or when `should_stop` answers
+    true, whichever comes first, and ranks what it has."""
+    until = time.monotonic() + PLAN_DEADLINE_S
+
+    def stop() -> bool:
+        return time.monotonic() >= until or (should_stop is not None and should_stop())
+
+    body = s.body
+    result = roofline.serving.plan_serving(
+        s.deployments, s.prices, s.prompt, s.output, s.targets, s.demand, body.max_results, body.traffic.seed,
+        body.search.max_devices, limits.MAX_DEVICES, stop, s.sample,
+    )  # fmt: skip
+    return finish_plan(s, result)
+
+
+def plan_serving(
+    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None,
+    should_stop: roofline.StopCheck | None = None,
+) -> PlanOutcome:  # fmt: skip
+    """Search the request's space in this process (`prepare_plan`, `plan_in_process`); `trace`: the stored trace
+    `traffic.trace_id` names. The search stops after `PLAN_DEADLINE_S` or when `should_stop` answers true, whichever
+    comes first, and ranks what it has."""
+    return plan_in_process(prepare_plan(body, model, hardware, trace), should_stop)
 
 
 def _figures(p: roofline.serving.Point) -> dict[str, Any]:

@@ -22,7 +22,7 @@ def test_db_upgrade_then_catalogue_load_twice(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     up = _run("db", "upgrade", "--database-url", url, cwd=tmp_path)
     assert up.returncode == 0, up.stderr
-    assert "database at revision 0007 (head 0007)" in up.stdout
+    assert "database at revision 0008 (head 0008)" in up.stdout
 
     first = _run("catalogue", "load", "--database-url", url, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
