@@ -18,6 +18,7 @@ from service.app import create_app
 from service.settings import Settings
 from tests.service.raycluster import RayCluster
 from tests.service.test_plan_api import BASE
+from tests.service.test_plan_sharing import BASE as SHARING
 from tests.service.test_serving_api import BASE as SERVING
 from tests.service.test_training_plan_api import SMALL as TRAINING
 
@@ -29,6 +30,10 @@ PLAN = {**BASE, "search": {"tensor": [1, 2], "max_num_seqs": [16, 64, 128], "max
 LONG = {**BASE, "objectives": {"ttft_s": 2.0, "tpot_s": 0.2},
         "search": {"tensor": [1, 2], "max_num_seqs": [16, 32, 48, 64, 96, 128, 192, 256],
                    "max_num_batched_tokens": [2048, 4096]}}  # fmt: skip
+# Traffic that shares a 3 968-token prefix, searched with prefix caching off, on, and on with a 64 GB host tier:
+# 2 batches × 3 = 6 candidates. The job's piece must replay the same shared requests (their hash chains) as the
+# synchronous plan, or caching would find nothing and the figures would differ.
+SHARED = {**SHARING, "search": {**SHARING["search"], "host_cache_bytes": [0, 64e9]}}
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 240.0) -> None:
@@ -69,11 +74,12 @@ def submit(client: TestClient, kind: str, body: dict[str, Any]) -> str:
     return job_id
 
 
-@pytest.mark.parametrize(("body", "candidates"), [(PLAN, 24), (LONG, 64)])
+@pytest.mark.parametrize(("body", "candidates"), [(PLAN, 24), (LONG, 64), (SHARED, 6)])
 def test_a_plan_as_a_job_is_the_synchronous_plan_bit_for_bit(
     runner: TestClient, body: dict[str, Any], candidates: int
 ) -> None:
     # PLAN is one piece (under service.plan.service.MIN_PIECE candidates), LONG two (one per CPU): reduced from parts.
+    # SHARED is one piece carrying the traffic's shared requests.
     sync = runner.post("/v1/plan", json=body)
     assert sync.status_code == 200, sync.text
     job = finished(runner, submit(runner, "plan", body))
