@@ -99,6 +99,19 @@ def failure(err: BaseException, retries: int) -> dict[str, Any]:
     return service.error_doc(500, "internal_error", f"The job failed unexpectedly: {type(err).__name__}")
 
 
+def _shared(work: Work) -> dict[int, Any]:
+    """The arguments several pieces share (the same object: a plan's traffic lengths, its shared requests with their
+    hash chains, megabytes), each put in Ray's object store once, by the object's id: a piece is given the reference,
+    which Ray resolves to the value on its worker, instead of a copy serialised with every piece."""
+    seen: dict[int, int] = {}
+    for p in work.pieces:
+        for a in p.args:
+            if a is not None and not isinstance(a, bool | int | float | str) and not callable(a):
+                seen[id(a)] = seen.get(id(a), 0) + 1
+    args = {id(a): a for p in work.pieces for a in p.args}
+    return {key: ray.put(args[key]) for key, count in seen.items() if count > 1}
+
+
 class _Stopped(Exception):
     """The job is no longer this runner's (cancelled, taken up elsewhere) or the process is stopping."""
 
@@ -241,7 +254,8 @@ class JobRunner:
 
     def _compute(self, job_id: str, work: Work) -> Any:
         call = _piece_task.options(max_retries=self.settings.job_task_retries, name="ridgeline_piece")
-        refs = [call.remote(p.fn, *p.args) for p in work.pieces]
+        shared = _shared(work)
+        refs = [call.remote(p.fn, *(shared.get(id(a), a) for a in p.args)) for p in work.pieces]
         weight = {r: p.weight for r, p in zip(refs, work.pieces, strict=True)}
         done = 0
         pending = list(refs)
