@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import update as update_rows
 
 from service.app import create_app
+from service.db import make_engine, make_sessionmaker
+from service.orm import Job
 from service.settings import Settings
 from tests.service.raycluster import RayCluster
 from tests.service.test_plan_api import BASE
@@ -46,7 +49,14 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 240.
 
 @pytest.fixture
 def runner(settings: Settings, ray_cluster: RayCluster) -> Iterator[TestClient]:
-    """An app whose runner runs jobs on the session's cluster: one piece per CPU, a 3 s lease."""
+    """An app whose runner runs jobs on the session's cluster: one piece per CPU, a 3 s lease. The jobs other tests of
+    the session stored without running them (a plan of 1 536 candidates among them) are cancelled first, so that this
+    runner runs only its test's."""
+    engine = make_engine(settings.database_url)
+    with make_sessionmaker(engine)() as session:
+        session.execute(update_rows(Job).where(Job.state.in_(("queued", "running"))).values(state="cancelled"))
+        session.commit()
+    engine.dispose()
     update = {"run_jobs": True, "ray_address": ray_cluster.address, "job_poll_s": 0.1, "job_lease_s": 3.0,
               "job_chunks_per_cpu": 1}  # fmt: skip
     app = create_app(settings.model_copy(update=update))

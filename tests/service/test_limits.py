@@ -46,7 +46,7 @@ def post_raw(client: TestClient, path: str, text: str, headers: dict[str, str] |
 @pytest.fixture
 def small_limit_client(database_url: str) -> Iterator[TestClient]:
     """The service with a 1000-byte body limit."""
-    app = create_app(Settings(database_url=database_url, max_body_bytes=1000))
+    app = create_app(Settings(database_url=database_url, max_body_bytes=1000, run_jobs=False))  # as tests/conftest.py
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
     app.state.engine.dispose()
