@@ -229,7 +229,8 @@ def ridgeline_command() -> list[str]:
 @pytest.fixture
 def live_server(tmp_path: Path) -> Iterator[LiveServer]:
     port = free_port()
-    env = {**os.environ, "RIDGELINE_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}"}
+    # Jobs are stored, not run (as `settings` below): no Ray cluster started by a request big enough to be a job.
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}", "RIDGELINE_RUN_JOBS": "false"}
     server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
     server.wait_healthy()
     yield server
