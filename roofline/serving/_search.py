@@ -4,7 +4,9 @@ and `reduce` (the groups' entries merged, the best checked under the traffic and
 in one process; the service's jobs run `evaluate` on chunks of `families` in other processes and `reduce` on their
 parts, and get the same plan bit for bit, since neither step depends on what another group evaluated: the surfaces
 are built at the search's own largest budget, batch and context (`surface_cache`), and pruning only ever looks at a
-candidate's own family."""
+candidate's own family. Both steps take the traffic's shared requests (`sample`: prefixes, sessions), which every
+simulation replays, and a `should_stop` (`roofline._stop`): a synchronous plan stops at its request's time and ranks
+what it has (`unfinished`, `stopped`); a job's pieces run to the end (`never`), a cancelled job's tasks being killed."""
 
 from __future__ import annotations
 
