@@ -102,7 +102,16 @@ from adapters._loadtests import (
 from adapters._ops import check_sweep, evaluate, size_fields, sweep, sweep_docs
 from adapters._rows import item_dict, item_dicts, with_assumptions
 from adapters._serving import estimate_serving, host_link, live_serving, render_serving, serving_requests
-from adapters._serving_plan import Hardware, PlanOutcome, plan_serving
+from adapters._serving_plan import (
+    PLAN_DEADLINE_S,
+    Hardware,
+    PlanOutcome,
+    PlanSearch,
+    finish_plan,
+    plan_in_process,
+    plan_serving,
+    prepare_plan,
+)
 from adapters._sharing import trace_requests
 from adapters._trace_sharing import request_fields, shared_columns
 from adapters._traces import TRACE_FILE_TYPES, Trace, decode_trace, media_type, parse_trace, trace_of
@@ -114,6 +123,7 @@ __all__ = [
     "KERNEL_FLOOR_S",
     "METHODS",
     "NOTES",
+    "PLAN_DEADLINE_S",
     "TABLE_PATH",
     "TRACE_FILE_TYPES",
     "UNCALIBRATED",
@@ -130,6 +140,7 @@ __all__ = [
     "Measured",
     "OpGroup",
     "PlanOutcome",
+    "PlanSearch",
     "Predictions",
     "Prepared",
     "RunCorrector",
@@ -162,6 +173,7 @@ __all__ = [
     "evaluate",
     "evaluate_ops",
     "fabric",
+    "finish_plan",
     "fit_calibration",
     "fit_serving",
     "group_of",
@@ -183,10 +195,12 @@ __all__ = [
     "nul_error",
     "op_kind",
     "parse_trace",
+    "plan_in_process",
     "plan_serving",
     "plan_training",
     "predict",
     "predict_measured",
+    "prepare_plan",
     "prepare_run",
     "read_load_test",
     "render_run",

@@ -4,7 +4,6 @@ as for op estimates (`to_core`), collectives as for collective estimates (`devic
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -79,18 +78,28 @@ def transformer(spec: ModelSpec, override: AttentionOverride | None, where: str 
     return model.with_kv_heads(kv_heads)
 
 
+class _Topologies:
+    """The collective topology of n devices of a profile (`device_topology`), made once per n. A class, not a
+    closure, so that a system pickles: the service's jobs send candidates to other processes (service.jobs)."""
+
+    def __init__(self, spec: HardwareSpec) -> None:
+        self.spec = spec
+        self.made: dict[int, roofline.Topology] = {}
+
+    def __call__(self, devices: int) -> roofline.Topology:
+        made = self.made.get(devices)
+        if made is None:
+            made = self.made[devices] = device_topology(self.spec, devices)
+        return made
+
+
 def topologies(spec: HardwareSpec) -> Callable[[int], roofline.Topology] | None:
     """The collective topology of n devices of the profile (`device_topology`), made
     once per n; None when the profile has no fabric at all."""
     ic = spec.interconnect
     if ic.scale_up is None and ic.host is None and ic.scale_out is None:
         return None
-
-    @functools.cache
-    def topology(devices: int) -> roofline.Topology:
-        return device_topology(spec, devices)
-
-    return topology
+    return _Topologies(spec)
 
 
 def inference_system(spec: HardwareSpec, ctx: EstimateContext, calibration: CalibrationUse | None) -> roofline.System:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,27 +13,22 @@ import numpy as np
 import roofline
 from adapters._errors import InvalidField
 from adapters._inference import SECONDS_PER_HOUR, inference_run, transformer
-from adapters._lora import check_lora
 from adapters._plan_export import Shape, export
-from adapters._serving import _lengths, _scheduler, band_stats
-from adapters._sharing import shared_requests, trace_requests
+from adapters._plan_traffic import demand_requests_per_s, traffic_lengths, traffic_sample
+from adapters._serving import _scheduler, band_stats
 from adapters._traces import Trace
 from roofline.serving import Deployment, EngineSpec, Requests, Targets
 from schemas import limits
 from schemas.inference import Dtypes, Implementation
 from schemas.models import ModelSpec
 from schemas.plan import PlanRequest, Role
-from schemas.serving import Lengths, Load, Mode
+from schemas.serving import Mode
 
 MAX_INVALID_LISTED = 20
-LENGTH_SAMPLES = 4096
 # A plan stops simulating after this long (or earlier, when the caller's `should_stop` says so) and says how many
 # candidates it left (`unfinished`, `partial`): the answer comes well inside the service's 30 s request limit
 # whatever the search (service.settings.request_timeout_s).
 PLAN_DEADLINE_S = 15.0
-
-
-SESSION_WAVE = 64  # sessions whose turns a plan interleaves: a session's next turn comes ~64 requests later
 
 
 @dataclass(frozen=True)
@@ -71,63 +66,6 @@ class Candidate:
         return " · ".join(parts)
 
 
-def _length_array(spec: int | Lengths, rng: np.random.Generator, field: str, context: int) -> np.ndarray:
-    if isinstance(spec, int):
-        return np.array([spec], dtype=np.int64)
-    drawn: np.ndarray = np.minimum(_lengths(rng, spec, LENGTH_SAMPLES, field), context - 1)
-    return drawn
-
-
-def traffic_lengths(body: PlanRequest, context: int, trace: Trace | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The requests' lengths: fixed, or drawn once (seeded); drawn lengths are cut at the model's context. A stored
-    trace (`trace`, the one `traffic.trace_id` names): `LENGTH_SAMPLES` of its requests drawn with replacement
-    (seeded), each keeping its own prompt and output, none cut: a request beyond the context is an error."""
-    t = body.traffic
-    rng = np.random.default_rng(t.seed)
-    if t.trace_id is not None:
-        if trace is None:
-            raise ValueError("traffic.trace_id names a stored trace: pass it as `trace`")
-        pick = rng.integers(0, trace.prompt_tokens.size, LENGTH_SAMPLES)
-        prompt, output = trace.prompt_tokens[pick], trace.output_tokens[pick]
-        longest = int((trace.prompt_tokens + trace.output_tokens).max())
-        if longest > context:
-            raise InvalidField(
-                "body.traffic.trace_id",
-                f"the trace has a request of {longest} tokens (prompt and output): the model's context is {context}",
-            )
-        return prompt, output
-    assert t.prompt_tokens is not None and t.output_tokens is not None
-    prompt = _length_array(t.prompt_tokens, rng, "body.traffic.prompt_tokens", context)
-    output = _length_array(t.output_tokens, rng, "body.traffic.output_tokens", context)
-    if prompt.size != output.size:
-        prompt, output = np.resize(prompt, LENGTH_SAMPLES), np.resize(output, LENGTH_SAMPLES)
-    output = np.minimum(output, np.maximum(context - prompt, 1))
-    longest = int((prompt + output).max())
-    if longest > context:
-        raise InvalidField(
-            "body.traffic.prompt_tokens",
-            f"a request of {longest} tokens (prompt and output) exceeds the model's context of {context}",
-        )
-    return prompt, output
-
-
-def demand_requests_per_s(body: PlanRequest, output: np.ndarray, trace: Trace | None = None) -> float:
-    """Requests per second to serve: the rate given, or the output-token rate over the mean output; a trace with
-    neither: its own mean arrival rate."""
-    t = body.traffic
-    if t.requests_per_s is not None:
-        return t.requests_per_s
-    if t.output_tokens_per_s is not None:
-        return t.output_tokens_per_s / float(output.mean())
-    assert trace is not None
-    rate = trace.summary()["rate_per_s"]
-    if rate is None:
-        raise InvalidField(
-            "body.traffic.trace_id", "the trace's requests all arrive at once: it has no rate; give requests_per_s"
-        )
-    return float(rate)
-
-
 def candidates(body: PlanRequest, hardware_count: int) -> list[Candidate]:
     """Every candidate of the search, in a fixed order (hardware, dtypes, mode, parallelism, batch, budget)."""
     s, e = body.search, body.engine
@@ -150,85 +88,6 @@ def candidates(body: PlanRequest, hardware_count: int) -> list[Candidate]:
 def engine_options(body: PlanRequest, c: Candidate) -> Any:
     """The request's engine options with the candidate's prefix caching and host tier."""
     return body.engine.model_copy(update={"prefix_caching": c.caching, "host_cache_bytes": c.host})
-
-
-def traffic_sample(body: PlanRequest, context: int, trace: Trace | None = None) -> Requests | None:
-    """The traffic's requests when they share prefixes, in the order the planner replays them (None: they share
-    nothing): drawn as a serving load's (`LENGTH_SAMPLES` of them; sessions' turns interleaved `SESSION_WAVE`
-    sessions at a time, so that a turn comes after the one before it has ended), or a stored trace's in order
-    (at most `roofline.serving` check's most requests; its sessions' turns as recorded)."""
-    sample = _shared_sample(body, context, trace)
-    t = body.traffic
-    if trace is not None and trace.sharing is not None and trace.sharing.adapter is not None:  # LoRA: its column
-        keep = min(trace.sharing.adapter.size, 20_000)
-        if sample is None:
-            sample = Requests(trace.prompt_tokens[:keep], trace.output_tokens[:keep], None, 0)
-        return replace(sample, adapter=trace.sharing.adapter[: sample.count], adapter_rank=body.engine.max_lora_rank)
-    if t.adapters is None:
-        return sample
-    if sample is None:  # adapters alone: the traffic's lengths, drawn as a serving load's
-        assert t.prompt_tokens is not None and t.output_tokens is not None
-        lengths = [v if isinstance(v, Lengths) else Lengths(value=v) for v in (t.prompt_tokens, t.output_tokens)]
-        rng = np.random.default_rng(t.seed)
-        new = np.minimum(_lengths(rng, lengths[0], LENGTH_SAMPLES, "body.traffic.prompt_tokens"), context - 1)
-        out = np.minimum(_lengths(rng, lengths[1], LENGTH_SAMPLES, "body.traffic.output_tokens"), context - new)
-        sample = Requests(new, out, None, 0)
-    a = t.adapters
-    check_lora(body.engine, a.rank, "body.traffic.adapters.rank")
-    rng = np.random.default_rng([t.seed, 41])  # the adapters' own stream: the lengths' draws do not change
-    adapter = roofline.serving.requests.adapters(rng, sample.count, a.count, str(a.popularity), a.zipf_exponent)
-    return replace(sample, adapter=adapter, adapter_rank=a.rank)
-
-
-def _shared_sample(body: PlanRequest, context: int, trace: Trace | None = None) -> Requests | None:
-    t = body.traffic
-    block = body.engine.kv_block_tokens
-    if trace is not None and trace.sharing is not None:
-        shared = trace_requests(trace, block)
-        if shared.hashes is None:
-            return None
-        keep = min(shared.count, 20_000)
-        return _first(shared, keep)
-    if t.prefix_tokens is None and t.sessions is None:
-        return None
-    assert t.prompt_tokens is not None and t.output_tokens is not None
-    lengths = [v if isinstance(v, Lengths) else Lengths(value=v) for v in (t.prompt_tokens, t.output_tokens)]
-    load = Load(
-        rate_per_s=1.0, requests=LENGTH_SAMPLES, prompt_tokens=lengths[0], output_tokens=lengths[1],
-        prefix_tokens=t.prefix_tokens, prefix_groups=t.prefix_groups, sessions=t.sessions, seed=t.seed,
-    )  # fmt: skip
-    rng = np.random.default_rng(t.seed)
-    new = np.minimum(_lengths(rng, lengths[0], LENGTH_SAMPLES, "body.traffic.prompt_tokens"), context - 1)
-    out = np.minimum(_lengths(rng, lengths[1], LENGTH_SAMPLES, "body.traffic.output_tokens"), context - 1)
-    try:
-        shared = shared_requests(load, rng, new, out, block, context)
-    except InvalidField as err:
-        raise InvalidField(err.field.replace("body.load", "body.traffic"), err.message) from None
-    if shared.after is None:
-        return replace_order(shared, np.arange(shared.count))
-    # turn k of each session in a wave of SESSION_WAVE sessions, then turn k + 1 of each, …
-    first = shared.after < 0
-    session = np.cumsum(first) - 1
-    turn = np.arange(shared.count) - np.flatnonzero(first)[session]
-    order = np.lexsort((session, turn, session // SESSION_WAVE))
-    return replace_order(shared, order)
-
-
-def _first(r: Requests, n: int) -> Requests:
-    assert r.hashes is not None and r.hash_starts is not None
-    starts = r.hash_starts[: n + 1]
-    return Requests(r.prompt[:n], r.output[:n], None, 0, r.hashes[: int(starts[-1])], starts, r.hash_block)
-
-
-def replace_order(r: Requests, order: np.ndarray) -> Requests:
-    """The requests in `order`, their chains with them, without arrivals or sessions' timing."""
-    assert r.hashes is not None and r.hash_starts is not None
-    counts = np.diff(r.hash_starts)[order]
-    starts = np.zeros(order.size + 1, dtype=np.int64)
-    starts[1:] = np.cumsum(counts)
-    pieces = [r.hashes[r.hash_starts[i] : r.hash_starts[i + 1]] for i in order.tolist()]
-    hashes = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
-    return Requests(r.prompt[order], r.output[order], None, 0, hashes, starts, r.hash_block)
 
 
 def _spec(
@@ -261,17 +120,32 @@ class PlanOutcome:
     groups: list[str]
 
 
-def plan_serving(
-    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None,
-    should_stop: roofline.StopCheck | None = None,
-) -> PlanOutcome:  # fmt: skip
-    """Search the request's space; `trace`: the stored trace `traffic.trace_id` names. The search stops after
-    `PLAN_DEADLINE_S` or when `should_stop` answers true, whichever comes first, and ranks what it has."""
-    until = time.monotonic() + PLAN_DEADLINE_S
+@dataclass(frozen=True)
+class PlanSearch:
+    """A plan request mapped onto the core's search: the deployments that can be built (`kept`, in candidate order,
+    with their prices), the traffic's lengths and rate (and its requests with their hash chains, `sample`, when they
+    share prefixes), the objectives, and what could not be built (`invalid`)."""
 
-    def stop() -> bool:
-        return time.monotonic() >= until or (should_stop is not None and should_stop())
+    body: PlanRequest
+    model_spec: ModelSpec
+    model_name: str
+    hardware: list[Hardware]
+    searched: int
+    kept: list[Candidate]
+    deployments: list[Deployment]
+    prices: list[float | None]
+    invalid: list[str]
+    prompt: np.ndarray
+    output: np.ndarray
+    demand: float
+    targets: Targets
+    sample: Requests | None = None
 
+
+def prepare_plan(
+    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None
+) -> PlanSearch:
+    """The request's search space as core deployments; `trace`: the stored trace `traffic.trace_id` names."""
     model_spec, model_name = model
     core_model = transformer(model_spec, None)
     prompt, output = traffic_lengths(body, model_spec.max_context_tokens, trace)
@@ -297,10 +171,14 @@ def plan_serving(
     prices = [body.prices.get(hardware[c.hardware].name) for c in kept]
     o = body.objectives
     targets = Targets(o.ttft_s, o.tpot_s, o.e2e_s, o.percentile.value, o.margin)
-    result = roofline.serving.plan_serving(
-        deployments, prices, prompt, output, targets, demand, body.max_results, body.traffic.seed,
-        body.search.max_devices, limits.MAX_DEVICES, stop, sample,
-    )  # fmt: skip
+    return PlanSearch(body, model_spec, model_name, hardware, len(all_candidates), kept, deployments, prices, invalid,
+                      prompt, output, demand, targets, sample)  # fmt: skip
+
+
+def finish_plan(search: PlanSearch, result: roofline.serving.ServingPlan) -> PlanOutcome:
+    """The core's plan as a `PlanRead` document (or the error that says why nothing could run)."""
+    body, hardware, kept = search.body, search.hardware, search.kept
+    invalid = list(search.invalid)
     for i, field, message in result.invalid:
         c = kept[i]
         invalid.append(f"{c.label(hardware[c.hardware].name)}: {field}: {message}")
@@ -314,14 +192,40 @@ def plan_serving(
             )
         raise InvalidField(
             "body.search",
-            f"none of the {len(all_candidates)} candidates can run (more devices per engine, narrower dtypes or a "
+            f"none of the {search.searched} candidates can run (more devices per engine, narrower dtypes or a "
             f"larger engine.memory_fraction may): {shown}",
         )
-    doc = render(body, model_spec, model_name, hardware, kept, result, demand, prompt, output, len(all_candidates),
-                 len(invalid))  # fmt: skip
+    doc = render(body, search.model_spec, search.model_name, hardware, kept, result, search.demand, search.prompt,
+                 search.output, search.searched, len(invalid))  # fmt: skip
     doc["invalid"] = invalid[:MAX_INVALID_LISTED]
     groups = [f"{hardware[kept[e.index].hardware].name} · {kept[e.index].mode.value}" for e in result.entries]
     return PlanOutcome(result, doc, groups)
+
+
+def plan_in_process(s: PlanSearch, should_stop: roofline.StopCheck | None = None) -> PlanOutcome:
+    """The prepared search run in this process. It stops after `PLAN_DEADLINE_S` or when `should_stop` answers
+    true, whichever comes first, and ranks what it has."""
+    until = time.monotonic() + PLAN_DEADLINE_S
+
+    def stop() -> bool:
+        return time.monotonic() >= until or (should_stop is not None and should_stop())
+
+    body = s.body
+    result = roofline.serving.plan_serving(
+        s.deployments, s.prices, s.prompt, s.output, s.targets, s.demand, body.max_results, body.traffic.seed,
+        body.search.max_devices, limits.MAX_DEVICES, stop, s.sample,
+    )  # fmt: skip
+    return finish_plan(s, result)
+
+
+def plan_serving(
+    body: PlanRequest, model: tuple[ModelSpec, str], hardware: list[Hardware], trace: Trace | None = None,
+    should_stop: roofline.StopCheck | None = None,
+) -> PlanOutcome:  # fmt: skip
+    """Search the request's space in this process (`prepare_plan`, `plan_in_process`); `trace`: the stored trace
+    `traffic.trace_id` names. The search stops after `PLAN_DEADLINE_S` or when `should_stop` answers true, whichever
+    comes first, and ranks what it has."""
+    return plan_in_process(prepare_plan(body, model, hardware, trace), should_stop)
 
 
 def _figures(p: roofline.serving.Point) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from roofline._hardware import (
     dtype_bytes,
 )
 from roofline._kernels import KERNEL_FLOOR_S, Kernel, chain, fuse, single
-from roofline._stop import StopCheck, Stopped
+from roofline._stop import StopCheck, Stopped, never
 from roofline.collectives import (
     ALGORITHMS,
     FABRIC_CLASSES,
@@ -218,6 +218,7 @@ __all__ = [
     "matmul_algorithm",
     "matmul_rate",
     "moe",
+    "never",
     "parameter_count",
     "plan_training",
     "reduction",

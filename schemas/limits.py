@@ -31,8 +31,14 @@ MAX_SWEEP_POINTS = 100_000  # POST /v1/estimate/ops `sweep`: vectorised, ~1 s at
 MAX_SWEEP_FIELDS = 6
 MAX_BATCH_ITEMS = 1000  # POST /v1/estimate/inference/batch: items, or points of a sweep (each a whole run)
 # POST /v1/plan: candidate deployments, each simulated (~5-10 ms on 2 cores, `python -m bench.plan_serving`): 1 500
-# stay well inside the 30 s request time limit on a loaded host; a bigger plan is a clear 422, not a 503 timeout.
+# stay well inside the 30 s request time limit on a loaded host; a bigger plan is run as a job (202 and its
+# `Location`, service.jobs), up to the job limits below; past those it is a clear 422.
 MAX_SERVING_PLAN_CANDIDATES = 1_500
+# A plan as a job (POST /v1/jobs, or a plan past the request limits): its candidates run as Ray tasks on every CPU of
+# the cluster. 20 000 candidates at ~10 ms are ~200 CPU-seconds; 40 M simulated iterations at ~6 µs ~240 CPU-seconds:
+# minutes on one 2-core host, seconds on a fleet of workers (docs/operations.md, "Jobs on Ray").
+MAX_JOB_PLAN_CANDIDATES = 20_000
+MAX_JOB_PLAN_SIMULATED_ITERATIONS = 40_000_000
 MAX_PLAN_SEQS = 1024  # POST /v1/plan max_num_seqs: each candidate simulates 2 × max_num_seqs clients' requests
 # POST /v1/plan's work, bounded before it starts: the iterations its operating points simulate, Σ (2 × clients + 64) ×
 # (⌈prompt / budget⌉ + 2) (~6 µs each with the surfaces, `bench.plan_serving`'s aggregated-512 case is ~880 000 before

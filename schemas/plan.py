@@ -25,7 +25,8 @@ from schemas.serving import EngineOptions, Lengths, Mode, Sessions, Stats
 from schemas.sharing import PrefixGroups
 from schemas.traces import TraceId
 
-MAX_CANDIDATES = limits.MAX_SERVING_PLAN_CANDIDATES
+MAX_CANDIDATES = limits.MAX_SERVING_PLAN_CANDIDATES  # answered within a request
+MAX_JOB_CANDIDATES = limits.MAX_JOB_PLAN_CANDIDATES  # as a job
 
 
 class Traffic(PlainPaths):
@@ -201,15 +202,15 @@ class Search(PlainPaths):
                     total += tensors * (2 * p * decode * seqs + 64) * per_request
         return total * len(self.expert) * len(self.dtypes) * self._variants()
 
-    def check_work(self, hardware: int, prompt: int) -> None:
+    def check_work(self, hardware: int, prompt: int, limit: int = limits.MAX_PLAN_SIMULATED_ITERATIONS) -> None:
         """ValueError when the search, over `hardware` profiles with prompts up to `prompt` tokens, would simulate
-        more iterations than `limits.MAX_PLAN_SIMULATED_ITERATIONS` allows."""
+        more iterations than `limit` (a request's, `limits.MAX_PLAN_SIMULATED_ITERATIONS`, or a job's)."""
         work = hardware * self.simulated_iterations_per_hardware(prompt)
-        if work > limits.MAX_PLAN_SIMULATED_ITERATIONS:
+        if work > limit:
             raise ValueError(
                 f"the search would simulate about {work} iterations ((2 × clients + 64) requests per candidate, each "
                 f"⌈{prompt} prompt tokens / max_num_batched_tokens⌉ + 2 iterations); at most "
-                f"{limits.MAX_PLAN_SIMULATED_ITERATIONS} are allowed: fewer or smaller max_num_seqs, larger token "
+                f"{limit} are allowed: fewer or smaller max_num_seqs, larger token "
                 "budgets, fewer tensor widths or hardware"
             )
 
@@ -265,17 +266,18 @@ class PlanRequest(PlainPaths):
             )
         return options
 
-    # A field validator (hardware comes before search), so that the error names body.search.
+    # A field validator (hardware comes before search), so that the error names body.search. The bounds are a job's
+    # (service.jobs); a plan past a request's (`beyond_request`) is run as one.
     @field_validator("search")
     @classmethod
     def _size(cls, s: Search, info: ValidationInfo) -> Search:
         hardware = len(info.data.get("hardware") or [None])
         count = hardware * s.candidates_per_hardware()
-        if count > MAX_CANDIDATES:
+        if count > MAX_JOB_CANDIDATES:
             raise ValueError(
                 f"the search has {count} candidates (hardware × dtypes × pipeline × expert × max_num_seqs × "
                 f"max_num_batched_tokens × (tensor, aggregated + tensor² × ratios, disaggregated)); at most "
-                f"{MAX_CANDIDATES} are allowed"
+                f"{MAX_JOB_CANDIDATES} are allowed"
             )
         engines = hardware * s.engines_per_hardware()
         if engines > limits.MAX_PLAN_ENGINES:
@@ -284,8 +286,21 @@ class PlanRequest(PlainPaths):
                 f"an iteration-time surface; at most {limits.MAX_PLAN_ENGINES} are allowed"
             )
         traffic = info.data.get("traffic")
-        s.check_work(hardware, traffic.longest_prompt() if isinstance(traffic, Traffic) else 1)
+        prompt = traffic.longest_prompt() if isinstance(traffic, Traffic) else 1
+        s.check_work(hardware, prompt, limits.MAX_JOB_PLAN_SIMULATED_ITERATIONS)
         return s
+
+    def beyond_request(self) -> str | None:
+        """Why the plan is too big to answer within a request (then it runs as a job), or None: more than
+        `MAX_CANDIDATES` candidates, or more than `limits.MAX_PLAN_SIMULATED_ITERATIONS` simulated iterations."""
+        count = len(self.hardware) * self.search.candidates_per_hardware()
+        if count > MAX_CANDIDATES:
+            return f"the search has {count} candidates; a request answers at most {MAX_CANDIDATES}"
+        try:
+            self.search.check_work(len(self.hardware), self.traffic.longest_prompt())
+        except ValueError as err:
+            return str(err)
+        return None
 
 
 class Check(BaseModel):

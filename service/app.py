@@ -12,6 +12,10 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
+from schemas.jobs import JobKind
+from schemas.plan import PlanRequest
+from schemas.serving import ServingRequest
+from schemas.training_plan import TrainingPlanRequest
 from service.accuracy.router import router as accuracy_router
 from service.auth import READ_RESPONSES, viewer
 from service.benchmarks.router import router as benchmarks_router
@@ -26,10 +30,15 @@ from service.estimates.router import router as estimates_router
 from service.hardware.router import router as hardware_router
 from service.heavy import HeavyGate, HeavyLimits
 from service.inference.router import router as inference_router
+from service.jobs.router import router as jobs_router
+from service.jobs.runner import JobRunner
+from service.jobs.work import Kind
 from service.limits import install_body_limit
 from service.models.router import router as models_router
+from service.plan import service as plan_service
 from service.plan.router import router as plan_router
 from service.ratelimit import RateLimits
+from service.serving import service as serving_service
 from service.serving.router import router as serving_router
 from service.serving_benchmarks.router import router as serving_benchmarks_router
 from service.settings import Settings
@@ -37,11 +46,19 @@ from service.system.router import install_metrics_middleware
 from service.system.router import router as system_router
 from service.timeouts import install_timeouts
 from service.traces.router import router as traces_router
+from service.training import service as training_service
 from service.training.router import router as training_router
 from service.ui.router import STATIC_DIR as UI_STATIC_DIR
 from service.ui.router import router as ui_router
 
 STATIC_DIR = Path(__file__).parent / "static"
+
+# The long computations that run as jobs: each its synchronous endpoint's schema and how it splits into pieces.
+JOB_KINDS: dict[str, Kind] = {
+    JobKind.plan: Kind(PlanRequest, plan_service.job),
+    JobKind.plan_training: Kind(TrainingPlanRequest, training_service.plan_job),
+    JobKind.estimate_serving: Kind(ServingRequest, serving_service.job),
+}
 
 DESCRIPTION = """
 Ridgeline tells capacity planners and kernel engineers how long accelerator work should take, why, and how far
@@ -74,9 +91,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Per process, on its event loop: the loop's digest reader (a PostgreSQL pool) opens at start-up and closes at
     shutdown."""
     await app.state.digests.open()
+    if app.state.settings.run_jobs:
+        app.state.jobs.start()
     try:
         yield
     finally:
+        app.state.jobs.stop()
         await app.state.digests.close()
         app.state.heavy.close()
 
@@ -100,6 +120,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.digests = digest_reader(engine)  # catalogue digests read on the event loop (the hot path)
     app.state.rate_limits = RateLimits.from_settings(settings)  # configuration only: the counts are in the database
     app.state.heavy = HeavyGate(HeavyLimits.from_settings(settings))  # compute slots and threads (service.heavy)
+    app.state.job_kinds = JOB_KINDS
+    app.state.jobs = JobRunner(settings, app.state.sessionmaker, JOB_KINDS)  # started by the lifespan
 
     install_error_handlers(app)
     # Innermost of the middlewares (each added one wraps the ones before): a 413 is still timed and counted.
@@ -128,6 +150,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         accuracy_router,
         roofline_router,
         plan_router,
+        jobs_router,
         traces_router,
     ):
         _docstring_summaries(router)

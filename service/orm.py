@@ -272,3 +272,32 @@ class ServingCalibration(Base):
     parameters: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     errors: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Job(Base):
+    """A long computation run as a job (service.jobs): its request, its state, its progress, and its result or error.
+    The runner holding it (`runner`) renews `heartbeat_at`; a job whose heartbeat is older than the lease is taken up
+    again by another process (or ends failed), and every state change is a compare-and-set on (state, runner), so a
+    result is stored once."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_state_heartbeat", "state", "heartbeat_at"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # random, hex: the id is the job's only address
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    state: Mapped[str] = mapped_column(String(16))  # queued | running | succeeded | failed | cancelled
+    body: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # the request as the synchronous endpoint takes it
+    request_sha256: Mapped[str] = mapped_column(String(64))  # of kind and body: a replayed key with another is a 409
+    # "<key id or ->:<Idempotency-Key>": the same key from the same API key (or none) returns the same job.
+    idempotency_key: Mapped[str | None] = mapped_column(String(220), unique=True)
+    owner_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
+    runner: Mapped[str | None] = mapped_column(String(100))  # the process running it now (host:pid:random)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # runs started (a restart's take-up adds one)
+    done: Mapped[int] = mapped_column(Integer, default=0)  # units of work finished (a plan: candidates)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)  # the synchronous endpoint's answer
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)  # the error envelope, with its status
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

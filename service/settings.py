@@ -57,6 +57,25 @@ class Settings(BaseSettings):
     # saw). Off by default: the peer's address is the client's, and a header a client sets itself is not trusted.
     client_address_header: str | None = None
 
+    # Jobs (service.jobs, docs/operations.md "Jobs on Ray"). `RIDGELINE_RAY_ADDRESS`: the Ray cluster to join (its
+    # GCS address, `host:6379`, or `auto` on a machine that ran `ray start --address=…`); unset, the first job starts
+    # a local cluster of `ray_num_cpus` CPUs (unset: all the machine's).
+    ray_address: str | None = None
+    ray_num_cpus: int | None = Field(default=None, gt=0)
+    # Whether this process runs jobs; off, it stores them and another process (a replica with it on) runs them.
+    run_jobs: bool = True
+    # Jobs this process runs at once (each a thread that waits on Ray, not on a CPU); more wait queued.
+    jobs_per_process: int = Field(default=4, gt=0)
+    # A runner renews its jobs' lease every lease / 3 seconds; a job whose lease ran out (its process died) is taken
+    # up again by any process, `job_max_attempts` runs in all, then ends failed with the reason.
+    job_lease_s: float = Field(default=15.0, gt=0)
+    job_max_attempts: int = Field(default=2, gt=0)
+    job_poll_s: float = Field(default=1.0, gt=0)  # how often the runner looks for queued and orphaned jobs
+    # Ray retries a task whose worker process died this many times (ray.remote max_retries; application errors are
+    # not retried: the same input gives the same error).
+    job_task_retries: int = Field(default=3, ge=0)
+    job_chunks_per_cpu: int = Field(default=4, gt=0)  # a plan's pieces per CPU of the cluster (balance vs overhead)
+
 
 def normalise_database_url(url: str) -> str:
     """Plain `postgresql://` URLs (as platforms hand them out) use psycopg 3, the driver we ship."""

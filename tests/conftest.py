@@ -29,7 +29,7 @@ from service import migrate
 from service.app import create_app
 from service.catalogue.load import load_catalogue
 from service.db import make_engine, make_sessionmaker
-from service.orm import HardwareProfile, ModelConfig, ServingTrace
+from service.orm import HardwareProfile, Job, ModelConfig, ServingTrace
 from service.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -137,8 +137,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 @pytest.fixture
 def settings(database_url: str) -> Settings:
     # The heavy requests' rate per client is off: the tests of one database share its counts (and one address), and
-    # tests/service/test_heavy.py turns it on where it is the subject.
-    return Settings(database_url=database_url, heavy_requests_per_window=0)
+    # tests/service/test_heavy.py turns it on where it is the subject. Jobs are stored but not run: a test that runs
+    # them on Ray says so (tests/service/test_jobs_ray.py), so that no other test starts a Ray cluster because its
+    # request was big enough to become a job.
+    return Settings(database_url=database_url, heavy_requests_per_window=0, run_jobs=False)
 
 
 @pytest.fixture
@@ -151,6 +153,7 @@ def client(settings: Settings) -> Iterator[TestClient]:
         session.execute(delete(HardwareProfile).where(HardwareProfile.builtin.is_(False)))
         session.execute(delete(ModelConfig).where(ModelConfig.builtin.is_(False)))
         session.execute(delete(ServingTrace))
+        session.execute(delete(Job))  # nor does a queued job wait for the next test's runner
         session.commit()
     app.state.engine.dispose()
 
@@ -226,7 +229,8 @@ def ridgeline_command() -> list[str]:
 @pytest.fixture
 def live_server(tmp_path: Path) -> Iterator[LiveServer]:
     port = free_port()
-    env = {**os.environ, "RIDGELINE_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}"}
+    # Jobs are stored, not run (as `settings` below): no Ray cluster started by a request big enough to be a job.
+    env = {**os.environ, "RIDGELINE_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}", "RIDGELINE_RUN_JOBS": "false"}
     server = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp_path)
     server.wait_healthy()
     yield server

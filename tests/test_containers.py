@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,3 +97,40 @@ def test_dockerfile_command_serves_on_sqlite_in_its_workdir(tmp_path: Path) -> N
     finally:
         server.stop()
     assert (tmp_path / "ridgeline.db").exists()
+
+
+def test_compose_runs_jobs_on_a_ray_head_and_scalable_workers(compose: dict[str, object], tmp_path: Path) -> None:
+    services = compose["services"]
+    assert isinstance(services, dict)
+    head, worker, api = services["ray-head"], services["ray-worker"], services["api"]
+    assert worker["command"][:3] == ["ray", "start", "--address=ray-head:6379"] and worker["deploy"]["replicas"] >= 1
+    assert worker["depends_on"]["ray-head"]["condition"] == "service_healthy"
+    # The API joins as a node without CPUs (a driver needs a raylet on its host) and reaches the cluster through it.
+    assert "ray start --address=ray-head:6379 --num-cpus=0" in api["entrypoint"][2]
+    assert api["environment"]["RIDGELINE_RAY_ADDRESS"] == "auto"
+    for service in (head, worker, api):
+        assert service["environment"]["RAY_AUTH_MODE"] == "token" and service["environment"]["RAY_AUTH_TOKEN"]
+    # The head's command, run here on free ports, answers its own health check.
+    port = free_port()
+    command = [str(Path(sys.executable).with_name("ray")), *head["command"][1:]]
+    command = [f"--port={port}" if c == "--port=6379" else c for c in command]
+    ports = ("dashboard-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port",
+             "runtime-env-agent-port", "node-manager-port", "object-manager-port")  # fmt: skip
+    command += [f"--{name}={free_port()}" for name in ports]
+    temp = Path(tempfile.mkdtemp(prefix="rl-ray-", dir="/tmp"))
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "test-token", "RAY_USAGE_STATS_ENABLED": "0"}
+    log = (tmp_path / "head.log").open("w")
+    proc = subprocess.Popen([*command, f"--temp-dir={temp}"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+    check = [str(Path(sys.executable).with_name("ray")), *head["healthcheck"]["test"][2:]]
+    check = [f"--address=127.0.0.1:{port}" if c.startswith("--address=") else c for c in check]
+    try:
+        deadline = time.monotonic() + 120
+        while subprocess.run(check, env=env, capture_output=True, timeout=60).returncode != 0:
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "head.log").read_text()
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)

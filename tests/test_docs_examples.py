@@ -688,8 +688,9 @@ def test_every_example_is_read_and_every_exclusion_is_still_there() -> None:
 @pytest.fixture
 def settings(database_url: str) -> Settings:
     """The examples answer in full: on a loaded test machine the planner's example must not meet the request's time
-    limit, whose partial answer (the candidates finished in time) would differ from the doc's."""
-    return Settings(database_url=database_url, request_timeout_s=600, heavy_requests_per_window=0)
+    limit, whose partial answer (the candidates finished in time) would differ from the doc's. Jobs are stored, not
+    run: an example shows a job as submitted (test_jobs_ray.py runs them on Ray)."""
+    return Settings(database_url=database_url, request_timeout_s=600, heavy_requests_per_window=0, run_jobs=False)
 
 
 @pytest.mark.parametrize("path", WITH_EXAMPLES, ids=_name)

@@ -103,6 +103,7 @@ BREAKS = {
     "Feature folders: router (HTTP) above service (rules) above repository": [
         ("service.calibrations.repository", "from service.calibrations import service"),
     ],
+    "Only the job runner knows Ray": [("service.plan.service", "import ray")],
     "Op, collective, inference, training estimates and uploads share adapters, not each other": [
         ("service.estimates.service", "from service.collectives import service as collectives"),
     ],

@@ -50,11 +50,11 @@ from roofline.serving._plan import (
     check_at_traffic,
     operating_point,
     pareto,
-    plan_serving,
     size,
 )
 from roofline.serving._prefix import CacheStats, replay
 from roofline.serving._results import Distribution, Objectives, ServingBand, ServingEstimate, band_factors, summarise
+from roofline.serving._search import Evaluated, evaluate, families, plan_serving, reduce, surface_cache
 from roofline.serving._simulator import Pool, Trace, loops, shared, simulate
 from roofline.serving._surface import IterationSurface
 
@@ -69,6 +69,7 @@ __all__ = [
     "Distribution",
     "EngineSpec",
     "Entry",
+    "Evaluated",
     "IterationSurface",
     "LiveServing",
     "Lora",
@@ -94,6 +95,8 @@ __all__ = [
     "band_factors",
     "check_at_traffic",
     "estimate_serving",
+    "evaluate",
+    "families",
     "flops_per_token",
     "host_blocks",
     "kernel_surface",
@@ -104,10 +107,12 @@ __all__ = [
     "plan_serving",
     "pool_memory",
     "prepare",
+    "reduce",
     "replay",
     "shared",
     "simulate",
     "size",
+    "surface_cache",
 ]
 
 

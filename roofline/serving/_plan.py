@@ -17,14 +17,13 @@ under a closed loop, the best throughput that meets the latency objectives, then
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from roofline._stop import StopCheck, Stopped, never
+from roofline._stop import StopCheck, never
 from roofline.inference import InferenceRun
 from roofline.serving._config import IntArray, Requests, Scheduler, ServingConfigError
 from roofline.serving._deploy import EngineSpec, ServingRun, prepare, transfer_function
@@ -382,116 +381,3 @@ class ServingPlan:
     pruned: int = 0  # not simulated: the same engines with a smaller batch already miss the TPOT objective
     unfinished: int = 0  # not simulated: `should_stop` answered true first
     stopped: bool = False  # `should_stop` answered true: candidates unfinished, or traffic checks left undone
-
-
-def _decoder(dep: Deployment) -> EngineSpec:
-    return dep.back if dep.back is not None else dep.front
-
-
-def _family(dep: Deployment) -> tuple[object, ...]:
-    """Everything about a candidate but its decoding engines' batch (`max_num_seqs`)."""
-    parts: list[object] = []
-    for spec in (dep.front, dep.back):
-        if spec is None:
-            continue
-        run = spec.run
-        sched = spec.scheduler
-        if spec is _decoder(dep):
-            sched = replace(sched, max_num_seqs=0)
-        parts += [id(run.model), id(run.system), run.parallelism, run.precision, sched, spec.replicas,
-                  spec.memory_fraction]  # fmt: skip
-    return tuple(parts)
-
-
-def _batch(dep: Deployment) -> int:
-    return _decoder(dep).scheduler.max_num_seqs
-
-
-def plan_serving(
-    candidates: Sequence[Deployment], prices: Sequence[float | None], prompt: IntArray, output: IntArray,
-    targets: Targets, demand_rps: float, max_results: int = 10, seed: int = 0, max_devices: int | None = None,
-    fleet_limit: int | None = None, should_stop: StopCheck = never, sample: Requests | None = None,
-) -> ServingPlan:  # fmt: skip
-    """Evaluate every candidate's operating point, size each for `demand_rps` requests per second, check the best
-    under the traffic (best-first: a check only adds units, so an unchecked candidate's rank is a bound), and rank
-    those that meet by cost per hour (when every candidate has a price) or devices. Candidates run smallest batch
-    first; once an engine misses the TPOT objective at a batch, its larger batches (more clients, each iteration
-    longer) are not simulated and are counted as `pruned`. A candidate whose fleet would hold more than `fleet_limit`
-    devices is invalid (field `traffic`). `should_stop` is asked before each candidate and inside its simulations:
-    once it answers true, the candidate being simulated and those not yet are `unfinished`, no more are checked under
-    the traffic, and the plan ranks what it has (`stopped`). `sample`: the traffic's requests when they share
-    prefixes (with their hash chains; `prompt` and `output` are then its lengths), replayed in order by every
-    simulation."""
-    longest = int((prompt + output).max())
-    specs = [s for d in candidates for s in (d.front, d.back) if s is not None]
-    tokens = max((_tokens(s.scheduler, int(prompt.max())) for s in specs), default=1)
-    build = SurfaceCache(tokens, max((s.scheduler.max_num_seqs for s in specs), default=1), longest)
-    entries: list[Entry] = []
-    invalid: list[tuple[int, str, str]] = []
-    slow: set[tuple[object, ...]] = set()  # engines whose smaller batch already misses the TPOT objective
-    pruned = 0
-    order = sorted(range(len(candidates)), key=lambda i: _batch(candidates[i]))
-    late, stopped = 0, False
-    for i in order:
-        dep, price = candidates[i], prices[i]
-        if stopped or should_stop():
-            late, stopped = late + 1, True
-            continue
-        family = _family(dep)
-        if family in slow:
-            pruned += 1
-            continue
-        try:
-            point = operating_point(dep, prompt, output, targets, build, should_stop, sample)
-            if any(c.objective == "tpot_s" and c.ratio > 1.0 for c in point.checks):
-                slow.add(family)
-            sized = size(dep, point, demand_rps, fleet_limit)
-        except ValueError as err:
-            invalid.append((i, getattr(err, "field", "parallelism"), getattr(err, "message", str(err))))
-            continue
-        except Stopped:
-            late, stopped = late + 1, True
-            continue
-        entries.append(Entry(i, dep, point, sized, price, max_devices))
-    entries.sort(key=lambda e: e.index)
-    priced = all(p is not None for p in prices)
-
-    def key(e: Entry) -> tuple[float, ...]:
-        first = e.cost_per_hour if priced and e.cost_per_hour is not None else float(e.sized.devices)
-        return (first, float(e.sized.devices), -e.point.output_tokens_per_s_per_device, float(e.index))
-
-    # Best-first over the candidates that meet at their operating point.
-    heap = [(key(e), False, n, e) for n, e in enumerate(entries) if not e.misses]
-    heapq.heapify(heap)
-    feasible: list[Entry] = []
-    checked = simulated = 0
-    budget = 2 * max_results + 8
-    while heap and len(feasible) < max_results and checked < budget and simulated < CHECK_BUDGET:
-        _, done, n, e = heapq.heappop(heap)
-        if done:
-            feasible.append(e)
-            continue
-        try:
-            if stopped or should_stop():
-                raise Stopped("before a traffic check")
-            sized = check_at_traffic(e.deployment, e.point, e.sized, prompt, output, targets, build, demand_rps,
-                                     seed, fleet_limit, should_stop, sample)  # fmt: skip
-        except Stopped:
-            stopped = True
-            break
-        checked += 1
-        simulated += sized.iterations
-        e = replace(e, sized=sized)
-        entries[n] = e
-        if e.meets:
-            heapq.heappush(heap, (key(e), True, n, e))
-    while stopped and heap and heap[0][1] and len(feasible) < max_results:  # checked, and ahead of every bound
-        feasible.append(heapq.heappop(heap)[3])
-    closest: list[Entry] = []
-    if not feasible:
-        closest = sorted(entries, key=lambda e: (e.worst, key(e)))[:max_results]
-    points = [(e.point.output_tokens_per_s_per_user, e.point.output_tokens_per_s_per_device) for e in entries]
-    return ServingPlan(
-        tuple(feasible), tuple(closest), tuple(entries), tuple(pareto(points)), tuple(sorted(invalid)), checked,
-        "cost" if priced else "devices", pruned, late, stopped,
-    )  # fmt: skip

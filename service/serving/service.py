@@ -2,11 +2,13 @@
 load names one, then the simulation (its iterations costed with the shipped model); `options.calibration` applies a
 serving calibration (`service.calibrations.serving`, fitted on measured load tests) to its figures. The mapping to
 the core and back is `adapters`'. A heavy endpoint (`service.heavy`): `read` holds the session, `estimate` computes
-without one."""
+without one; as a job (`job`), the simulation runs in one task."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -18,6 +20,7 @@ from schemas.serving import ServingRead, ServingRequest
 from service import encoding
 from service.calibrations import serving as serving_calibrations
 from service.catalogue import service as catalogue
+from service.jobs.work import Piece, Work
 from service.traces import service as traces
 
 
@@ -45,14 +48,28 @@ def read(session: Session, body: ServingRequest) -> Inputs:
 def document(inputs: Inputs, body: ServingRequest, should_stop: roofline.StopCheck) -> ServingRead:
     """The simulation (`roofline.Stopped` when `should_stop` says so first), calibrated when asked."""
     doc = adapters.estimate_serving(body, inputs.model, inputs.hardware, inputs.trace, should_stop)
+    return _calibrated(inputs, body, doc)
+
+
+def estimate(inputs: Inputs, body: ServingRequest, should_stop: roofline.StopCheck) -> bytes:
+    """The simulation's answer, encoded."""
+    return encoding.dumps(document(inputs, body, should_stop).model_dump(mode="json"))
+
+
+def job(session: Session, body: ServingRequest, chunks: int) -> Work:
+    """The serving estimate as a job: the simulation (`adapters.estimate_serving`, as `estimate` runs it, to the end:
+    a cancelled job's task is stopped by the runner) in one task, calibrated as `document` calibrates it."""
+    inputs = read(session, body)
+    return Work(
+        [Piece(adapters.estimate_serving, (body, inputs.model, inputs.hardware, inputs.trace))],
+        functools.partial(_calibrated, inputs, body),
+    )
+
+
+def _calibrated(inputs: Inputs, body: ServingRequest, doc: dict[str, Any]) -> ServingRead:
     if inputs.calibration is not None:
         fix, note = inputs.calibration
         if fix is not None:
             doc = adapters.calibrate_serving(doc, fix, closed_loop=body.load.concurrency is not None)
         doc["assumptions"]["calibration"] = note
     return ServingRead.model_validate(doc)
-
-
-def estimate(inputs: Inputs, body: ServingRequest, should_stop: roofline.StopCheck) -> bytes:
-    """The simulation's answer, encoded."""
-    return encoding.dumps(document(inputs, body, should_stop).model_dump(mode="json"))

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, BackgroundTasks, Body, Request, Response
 
+from schemas.jobs import JobKind
 from schemas.training import TrainingRead, TrainingRequest
 from schemas.training_plan import TrainingPlanRead, TrainingPlanRequest
+from service.auth import ViewerDep
 from service.deps import SessionDep
 from service.encoding import MEDIA_TYPE, OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import TRAINING_EXAMPLES, TRAINING_PLAN_EXAMPLES
 from service.heavy import HEAVY_RESPONSES, PARTIAL_HEADER, HeavyDep
+from service.jobs.http import ACCEPTED, IdempotencyKey, PreferHeader, accept, wants_async
 from service.training import service
 
 router = APIRouter(prefix="/v1", tags=["training"], responses=ERROR_RESPONSES, route_class=OrjsonRoute)
@@ -36,12 +39,21 @@ PARTIAL: dict[int | str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-# A heavy endpoint (service.heavy): the answer is encoded on the compute's thread (response_model documents it).
-@router.post("/plan/training", response_model=TrainingPlanRead, responses={**HEAVY_RESPONSES, **PARTIAL})
+# A heavy endpoint (service.heavy): the answer is encoded on the compute's thread (response_model documents it). With
+# `Prefer: respond-async` it is a job (service.jobs): 202 at once, without a heavy slot.
+@router.post("/plan/training", response_model=TrainingPlanRead, responses={**HEAVY_RESPONSES, **PARTIAL, **ACCEPTED})
 async def plan_training(
-    heavy: HeavyDep, body: Annotated[TrainingPlanRequest, Body(openapi_examples=TRAINING_PLAN_EXAMPLES)]
+    request: Request,
+    heavy: HeavyDep,
+    principal: ViewerDep,
+    background: BackgroundTasks,
+    body: Annotated[TrainingPlanRequest, Body(openapi_examples=TRAINING_PLAN_EXAMPLES)],
+    prefer: PreferHeader = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> Response:
     """Search layouts (data, tensor, pipeline, sharding, micro-batch, recomputation) for the fastest that fit."""
+    if wants_async(prefer):
+        return await accept(request, background, JobKind.plan_training, body, principal, idempotency_key, True)
     content, headers = await heavy.run(
         lambda session: service.read_plan(session, body), lambda i, s: service.plan(i, body, s), partial=True
     )

@@ -2,7 +2,7 @@
 request's patch and options); the mapping to the core and back is `adapters`' (`training_run`, `estimate_training`,
 `render_training`, `plan_training`, `render_training_plan`). No formulas here. The plan is a heavy endpoint
 (`service.heavy`): `read_plan` holds the session, `plan` computes without one until `should_stop` says the request's
-time is up, and answers what it has (`partial`)."""
+time is up, and answers what it has (`partial`). As a job (`plan_job`), the search runs to the end in one task."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from schemas.training_plan import TrainingPlanRead, TrainingPlanRequest
 from service import encoding
 from service.catalogue import service as catalogue
 from service.heavy import partial_header
+from service.jobs.work import Piece, Work
 
 
 def estimate(session: Session, body: TrainingRequest) -> TrainingRead:
@@ -66,3 +67,17 @@ def plan(
     """The plan (`plan_document`), encoded."""
     model, headers = plan_document(inputs, body, should_stop)
     return encoding.dumps(model.model_dump(mode="json")), headers
+
+
+def plan_job(session: Session, body: TrainingPlanRequest, chunks: int) -> Work:
+    """The training plan as a job: the search (`adapters.plan_training`, as `plan` runs it, without a deadline: a
+    cancelled job's task is stopped by the runner) in one task."""
+    inputs = read_plan(session, body)
+    (model, model_name), (spec, hardware_name, system) = inputs.model, inputs.hardware
+
+    def finish(found: roofline.TrainingPlan) -> TrainingPlanRead:
+        return TrainingPlanRead.model_validate(
+            adapters.render_training_plan(body, found, model_name, spec, hardware_name)
+        )
+
+    return Work([Piece(adapters.plan_training, (body, model, system))], finish)

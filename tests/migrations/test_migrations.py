@@ -17,7 +17,7 @@ from service.orm import Base, JSONDocument
 TABLES = {
     "hardware_profiles", "model_configs", "alembic_version",
     "api_keys", "benchmark_runs", "benchmark_results", "calibrations", "rate_limit_windows", "serving_traces",
-    "hardware_profile_versions", "model_config_versions", "heavy_rate_windows", "serving_benchmarks",
+    "hardware_profile_versions", "model_config_versions", "heavy_rate_windows", "jobs", "serving_benchmarks",
     "serving_calibrations",
 }  # fmt: skip
 

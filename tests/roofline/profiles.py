@@ -9,7 +9,6 @@ measured efficiencies, and RL-ASSUME where no public figure exists, e.g. the 650
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -127,21 +126,29 @@ FABRICS: dict[str, tuple[roofline.Fabric | None, roofline.Fabric | None, float]]
 }
 
 
+class _Topologies:
+    """A class, not a closure, so that a system pickles (the planner's search split across processes)."""
+
+    def __init__(self, slug: str) -> None:
+        self.slug = slug
+        self.made: dict[int, roofline.Topology] = {}
+
+    def __call__(self, devices: int) -> roofline.Topology:
+        if devices not in self.made:
+            hw = HARDWARE[self.slug]
+            scale_up, scale_out, efficiency = FABRICS[self.slug]
+            self.made[devices] = roofline.device_topology(
+                devices, scale_up, scale_out, efficiency=efficiency, launch_s=hw.launch_s,
+                memory_bytes_per_s=hw.memory_bytes_per_s * hw.eff_memory,
+            )  # fmt: skip
+        return self.made[devices]
+
+
 def topologies(slug: str) -> Callable[[int], roofline.Topology]:
     """The topology n devices of the profile use for a collective, as the service builds it: the profile's fabrics,
     its interconnect efficiency, its kernel launch for hardware-synchronised fabrics, and its device memory
     bandwidth × memory efficiency for a buffered library ring's copy."""
-    hw = HARDWARE[slug]
-    scale_up, scale_out, efficiency = FABRICS[slug]
-
-    @functools.cache
-    def topology(devices: int) -> roofline.Topology:
-        return roofline.device_topology(
-            devices, scale_up, scale_out, efficiency=efficiency, launch_s=hw.launch_s,
-            memory_bytes_per_s=hw.memory_bytes_per_s * hw.eff_memory,
-        )  # fmt: skip
-
-    return topology
+    return _Topologies(slug)
 
 
 def system(slug: str, hardware: roofline.Hardware | None = None) -> roofline.System:

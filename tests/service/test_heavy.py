@@ -62,7 +62,10 @@ def make_client(database_url: str) -> Iterator[Callable[..., TestClient]]:
     made: list[TestClient] = []
 
     def make(**settings: Any) -> TestClient:
-        client = TestClient(create_app(Settings(database_url=database_url, **settings)), raise_server_exceptions=False)
+        # Jobs are stored, not run (as tests/conftest.py's settings): a runner here would take up the jobs other
+        # tests of the session left queued and start a Ray cluster beside the heavy computes it times.
+        app = create_app(Settings(database_url=database_url, **{"run_jobs": False, **settings}))
+        client = TestClient(app, raise_server_exceptions=False)
         made.append(client.__enter__())
         return client
 
@@ -232,3 +235,36 @@ def test_the_default_training_search_is_held_to_the_limit(client: TestClient) ->
     # The request: every count from 1 to 64 (150 528 configurations), searched in full before.
     every = client.post("/v1/plan/training", json={**TRAINING, "devices": {"min": 1, "max": 64}})
     assert every.status_code == 422 and "150528 configurations" in every.json()["detail"][0]["message"]
+
+
+def test_a_job_is_submitted_past_the_heavy_limits(make_client: Callable[..., TestClient]) -> None:
+    # One heavy request per window per client and one slot. The client's first serving estimate uses its rate; the
+    # second is a 429. The same request asked as a job (`Prefer: respond-async`) is still a 202: a submission is a
+    # short database write, not heavy work, so it is neither counted nor gated (its compute runs on Ray). So is a
+    # plan too big for a request, which becomes a job unasked, and a training plan asked as a job. Jobs are stored,
+    # not run (run_jobs off, as in tests/conftest.py).
+    client = make_client(heavy_requests_per_window=1, heavy_slots=1, run_jobs=False)
+    assert client.post("/v1/estimate/serving", json=SMALL).status_code == 200
+    assert client.post("/v1/estimate/serving", json=SMALL).status_code == 429
+    asked = client.post("/v1/estimate/serving", json=SMALL, headers={"Prefer": "respond-async"})
+    assert asked.status_code == 202, asked.text
+    assert asked.headers["Location"] == f"/v1/jobs/{asked.json()['id']}"
+    trained = client.post("/v1/plan/training", json=TRAINING, headers={"Prefer": "respond-async"})
+    assert trained.status_code == 202, trained.text
+    big = copy.deepcopy(PLAN_EXAMPLES["llama-70b-chat"]["value"])
+    big["search"] |= {"max_num_seqs": list(range(8, 136, 8)), "max_num_batched_tokens": [2048, 4096, 8192]}
+    assert client.post("/v1/plan", json=big).status_code == 202  # 4 × 4 × 16 × 3 × 2 = 1 536 > 1 500 candidates
+    # Nothing was charged for them: the next heavy request of the client is still over its rate.
+    assert client.post("/v1/estimate/serving", json=SMALL).status_code == 429
+
+
+def test_a_chart_of_a_plan_past_a_request_s_bounds_is_a_422(client: TestClient) -> None:
+    # The frontier chart cannot be a job: the 1 536-candidate plan POST /v1/plan runs as one is a 422 here.
+    big = copy.deepcopy(PLAN_EXAMPLES["llama-70b-chat"]["value"])
+    big["search"] |= {"max_num_seqs": list(range(8, 136, 8)), "max_num_batched_tokens": [2048, 4096, 8192]}
+    for fmt in ("svg", "png"):
+        answer = client.post(f"/v1/plan/frontier.{fmt}", json=big)
+        assert answer.status_code == 422, answer.text
+        detail = answer.json()["detail"]
+        assert [d["field"] for d in detail] == ["body.search"]
+        assert "1536 candidates" in detail[0]["message"] and "at most 1500" in detail[0]["message"]

@@ -46,7 +46,7 @@ def post_raw(client: TestClient, path: str, text: str, headers: dict[str, str] |
 @pytest.fixture
 def small_limit_client(database_url: str) -> Iterator[TestClient]:
     """The service with a 1000-byte body limit."""
-    app = create_app(Settings(database_url=database_url, max_body_bytes=1000))
+    app = create_app(Settings(database_url=database_url, max_body_bytes=1000, run_jobs=False))  # as tests/conftest.py
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
     app.state.engine.dispose()
@@ -159,11 +159,16 @@ PLAN = {
 
 
 def test_plan_search_over_1500_candidates(client: TestClient) -> None:
+    # 2 × 16 × 20 × 3 = 1 920 candidates: past what a request answers (1 500), so a job (202 and its Location).
     search = {"tensor": list(range(1, 17)), "max_num_seqs": list(range(1, 21)), "max_num_batched_tokens": [64, 65, 66]}
     response = client.post("/v1/plan", json={**PLAN, "hardware": ["h100-sxm", "a100-sxm-80gb"], "search": search})
-    detail = assert_error(response, 422, "validation_error", "body.search")  # 2 × 16 × 20 × 3 = 1 920
-    assert detail["message"].startswith("the search has 1920 candidates")
-    assert "at most 1500 are allowed" in detail["message"]
+    assert response.status_code == 202 and response.headers["Location"].startswith("/v1/jobs/")
+    # 2 × 16 × 20 × 32 = 20 480: past a job's 20 000 too.
+    search["max_num_batched_tokens"] = list(range(64, 96))
+    response = client.post("/v1/plan", json={**PLAN, "hardware": ["h100-sxm", "a100-sxm-80gb"], "search": search})
+    detail = assert_error(response, 422, "validation_error", "body.search")
+    assert detail["message"].startswith("the search has 20480 candidates")
+    assert "at most 20000 are allowed" in detail["message"]
 
 
 def test_plan_search_axis_over_64_values(client: TestClient) -> None:

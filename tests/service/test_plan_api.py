@@ -269,13 +269,19 @@ def test_candidates_that_cannot_run_are_said(client: TestClient) -> None:
 def test_a_plan_s_work_is_bounded_before_it_starts(client: TestClient) -> None:
     # 16 profiles × 4 tensor widths × 2 budgets × Σ (2 × seqs + 64) over 1 024, 1 000, 900, 800, 700, 600 (10 432
     # requests), each ⌈1 024 / budget⌉ + 2 = 3 iterations: 16 × 4 × 2 × 10 432 × 3 = 4 005 888 iterations (768
-    # candidates, 64 engines: both within their limits).
+    # candidates, 64 engines: both within their limits): past the 1 000 000 a request simulates, so a job (202).
     seqs = [1024, 1000, 900, 800, 700, 600]
     search = {"tensor": [1, 2, 4, 8], "max_num_seqs": seqs, "max_num_batched_tokens": [2048, 8192]}
     body = {**BASE, "hardware": ["h100-sxm"] * 16, "prices": {}, "search": search}
     response = client.post("/v1/plan", json=body)
+    assert response.status_code == 202 and response.headers["Location"].startswith("/v1/jobs/")
+    # 8 000-token prompts in chunks of 64: ⌈8 000 / 64⌉ + 2 = 127 iterations a request, 16 × 4 × 10 432 × 127 =
+    # 84 791 296: past the 40 000 000 a job may simulate, a 422.
+    huge = {**body, "traffic": {**BASE["traffic"], "prompt_tokens": 8000},
+            "search": {**search, "max_num_batched_tokens": [64]}}  # fmt: skip
+    response = client.post("/v1/plan", json=huge)
     assert rejected(response) == ["body.search"]
-    assert "about 4005888 iterations" in response.json()["detail"][0]["message"]
+    assert "about 84791296 iterations" in response.json()["detail"][0]["message"]
     # A token budget under 64 is refused: it would make each prompt that many iterations.
     tiny = {"tensor": [1], "max_num_seqs": [8], "max_num_batched_tokens": [1]}
     response = client.post("/v1/plan", json={**BASE, "hardware": ["h100-sxm"], "search": tiny})
@@ -305,8 +311,9 @@ def test_a_search_where_nothing_runs_is_a_422(client: TestClient) -> None:
         ({"objectives": {"margin": "p90"}}, "body.objectives.margin"),
         ({"search": {"tensor": [1, 1]}}, "body.search.tensor"),
         ({"search": {"max_num_seqs": [2048]}}, "body.search.max_num_seqs.0"),
-        ({"search": {"modes": ["disaggregated"], "tensor": list(range(1, 17)), "max_num_seqs": [8, 16, 32, 64]}},
-         "body.search"),
+        # 2 profiles × 16² tensor pairs × 3 ratios × 7 batches × 2 budgets = 21 504 candidates, past a job's 20 000.
+        ({"search": {"modes": ["disaggregated"], "tensor": list(range(1, 17)),
+                     "max_num_seqs": [8, 16, 32, 64, 128, 256, 512]}}, "body.search"),
         ({"options": {"calibration": "latest"}}, "body.options"),
         ({"max_results": 0}, "body.max_results"),
     ],

@@ -41,7 +41,8 @@ class Clock:
 
 
 def limited_client(database_url: str, clock: Clock, **limits: Any) -> TestClient:
-    app = create_app(Settings(database_url=database_url, rate_limit_window_s=60, **limits))
+    # run_jobs off: no runner taking up the jobs other tests of the session left queued (tests/conftest.py)
+    app = create_app(Settings(database_url=database_url, rate_limit_window_s=60, run_jobs=False, **limits))
     app.state.rate_limits = dataclasses.replace(app.state.rate_limits, clock=clock)
     return TestClient(app, raise_server_exceptions=False)
 

@@ -187,7 +187,9 @@ def _orphans(app: Any) -> set[Any]:
 
 def test_a_slow_sweep_times_out(database_url: str) -> None:
     """A valid 10 000-point sweep (~0.15-0.4 s, docs/benchmarks.md) under a 10 ms limit."""
-    app = create_app(Settings(database_url=database_url, request_timeout_s=0.01, load_catalogue_on_start=False))
+    app = create_app(
+        Settings(database_url=database_url, request_timeout_s=0.01, load_catalogue_on_start=False, run_jobs=False)
+    )
     body = {
         "hardware": "a100-sxm-80gb",
         "sweep": {
@@ -223,7 +225,8 @@ def test_a_timed_out_upload_stores_nothing_and_its_retry_stores_it_once(
         for i in range(10_000)
     ]
     headers = bearer(upload_key) | {"Idempotency-Key": "slow-1"}
-    slow = create_app(Settings(database_url=database_url, upload_timeout_s=0.05))
+    # run_jobs off: no runner taking up the jobs other tests of the session left queued (tests/conftest.py)
+    slow = create_app(Settings(database_url=database_url, upload_timeout_s=0.05, run_jobs=False))
     with TestClient(slow, raise_server_exceptions=False) as client:
         response = client.post("/v1/benchmarks", json=run_body(results), headers=headers)
         assert response.status_code == 503 and response.json()["error"] == "timeout"
@@ -236,7 +239,7 @@ def test_a_timed_out_upload_stores_nothing_and_its_retry_stores_it_once(
             assert session.scalar(select(func.count()).select_from(BenchmarkRun)) == 0
             assert session.scalar(select(func.count()).select_from(BenchmarkResult)) == 0
 
-    app = create_app(Settings(database_url=database_url))
+    app = create_app(Settings(database_url=database_url, run_jobs=False))
     with TestClient(app, raise_server_exceptions=False) as client:
         retried = client.post("/v1/benchmarks", json=run_body(results), headers=headers)
         assert retried.status_code == 201 and "Idempotent-Replayed" not in retried.headers

@@ -132,6 +132,41 @@ function refreshWhen(form) {
   }
 }
 
+// A 202 is a job (a plan past what a request answers, service.jobs): follow it at GET /v1/jobs/{id} once a second,
+// its progress in the form's bar and status, until it ends; then its result is the endpoint's answer, or its error
+// the endpoint's error. Null when another submission of the form took over.
+const JOB_POLL_MS = 1000;
+
+ui.followJob = async function followJob(form, job, headers, progress, status) {
+  const mine = job.id;
+  form.dataset.job = mine;
+  form.dataset.state = "job";
+  for (;;) {
+    if (form.dataset.job !== mine) return null;
+    const { done, total } = job.progress;
+    if (progress) {
+      progress.hidden = false;
+      if (total) {
+        progress.max = total;
+        progress.value = done;
+      }
+    }
+    if (status) {
+      status.textContent = job.state === "queued"
+        ? `Queued as job ${job.id} (too big for one request: it runs in the background)`
+        : `Running as job ${job.id}: ${done} of ${total}`;
+    }
+    if (job.state === "succeeded") return { status: 200, ok: true, doc: job.result };
+    if (job.state === "failed") return { status: job.error_status, ok: false, doc: job.error };
+    if (job.state === "cancelled") return { status: 409, ok: false, doc: { message: `job ${job.id} was cancelled` } };
+    await new Promise((resolve) => setTimeout(resolve, JOB_POLL_MS));
+    if (form.dataset.job !== mine) return null;
+    const next = await ui.api("GET", `/v1/jobs/${job.id}`, undefined, headers);
+    if (!next.ok) return next;
+    job = next.doc;
+  }
+};
+
 // Submit a form to its endpoint; `show` renders a 2xx answer. Errors go beside their fields.
 function wire(form, show, headers) {
   refreshWhen(form);
@@ -142,15 +177,24 @@ function wire(form, show, headers) {
     event.preventDefault();
     ui.clearErrors(form);
     form.dataset.state = "working";
+    form.dataset.job = "";  // a job an earlier submission follows is no longer shown
     const body = ui.collect(form);
     if (progress) progress.hidden = false;
     if (status) status.textContent = "Working…";
     const started = performance.now();
     let answer;
+    const sent = headers ? headers(form) : undefined;
     try {
-      answer = await ui.api("POST", form.dataset.endpoint, body, headers ? headers(form) : undefined);
-    } finally {
+      answer = await ui.api("POST", form.dataset.endpoint, body, sent);
+      if (answer.status === 202) answer = await ui.followJob(form, answer.doc, sent, progress, status);
+    } catch (err) {
       if (progress) progress.hidden = true;
+      throw err;
+    }
+    if (answer === null) return;  // a later submission took over
+    if (progress) {
+      progress.hidden = true;
+      progress.removeAttribute("value");
     }
     const apiMs = performance.now() - started;
     if (!answer.ok) {
@@ -442,6 +486,7 @@ function catalogueForm(form) {
     event.preventDefault();
     ui.clearErrors(form);
     form.dataset.state = "working";
+    form.dataset.job = "";  // a job an earlier submission follows is no longer shown
     const text = form.querySelector("textarea").value;
     let body;
     try {

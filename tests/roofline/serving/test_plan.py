@@ -5,6 +5,7 @@ Pareto frontier by hand; and the simulator's one-token answers."""
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -21,12 +22,17 @@ from roofline.serving import (
     SurfaceCache,
     Targets,
     check_at_traffic,
+    evaluate,
+    families,
     operating_point,
     pareto,
     plan_serving,
+    reduce,
     simulate,
     size,
+    surface_cache,
 )
+from roofline.serving import requests as draw
 from tests.roofline.models import LLAMA_3_8B
 from tests.roofline.profiles import system
 
@@ -229,3 +235,81 @@ def test_a_stopped_plan_ranks_what_it_simulated_and_counts_the_rest_unfinished()
         assert all(e.meets for e in part.feasible)
         done.append(len(part.entries))
     assert done == sorted(done) and done[-1] == len(full.entries)
+
+
+def test_a_search_split_by_family_and_reduced_is_the_same_plan() -> None:
+    # What the service's jobs do: the families evaluated apart, each in its own copy of the candidates (as a process
+    # that unpickled them holds them) and its own surface cache, then reduced in yet another: the same plan as
+    # `plan_serving` in one process, bit for bit (the dataclasses compare every float exactly). Two tensor widths and
+    # two budgets × four batches: 4 families of 4; a TPOT target that prunes some of each family's larger batches.
+    deps = [Deployment(EngineSpec(run(t), Scheduler(kind="chunked", max_num_seqs=s, max_num_batched_tokens=b)))
+            for t in (1, 2) for b in (512, 2048) for s in (128, 8, 512, 32)]  # fmt: skip
+    prices = [2.0 * t for t in (1, 2) for _ in range(8)]
+    prompt, output, targets = np.array([1024, 300]), np.array([128, 40]), Targets(ttft_s=1.0, tpot_s=0.012)
+    whole = plan_serving(deps, prices, prompt, output, targets, 20.0, max_results=3, seed=7)
+    groups = families(deps)
+    assert sorted(len(g) for g in groups) == [4, 4, 4, 4] and sorted(i for g in groups for i in g) == list(range(16))
+    parts = []
+    for chunk in (groups[:1], groups[1:]):
+        items = pickle.loads(pickle.dumps([(i, deps[i], prices[i]) for g in chunk for i in g]))
+        parts.append(evaluate(items, prompt, output, targets, 20.0, surface_cache(deps, prompt, output)))
+    parts = pickle.loads(pickle.dumps(parts))
+    split = reduce(parts, True, prompt, output, targets, 20.0, surface_cache(deps, prompt, output), 3, 7)
+    assert whole.pruned > 0 and whole.feasible
+    for name in ("feasible", "closest", "entries"):
+        assert [(e.index, e.point, e.sized, e.price_per_device_hour) for e in getattr(split, name)] == [
+            (e.index, e.point, e.sized, e.price_per_device_hour) for e in getattr(whole, name)
+        ]
+    assert (split.frontier, split.invalid, split.checked, split.pruned, split.unfinished) == (
+        whole.frontier, whole.invalid, whole.checked, whole.pruned, whole.unfinished,
+    )  # fmt: skip
+
+
+def test_a_split_search_of_traffic_that_shares_prefixes_is_the_same_plan() -> None:
+    # A job's pieces carry the traffic's shared requests (`sample`, with their hash chains) as the synchronous plan
+    # does: 600 requests of four groups sharing a 1 000-token prefix (blocks of 32), engines with prefix caching;
+    # two tensor widths × three batches, evaluated per family in pickled copies and reduced apart, are the plan of one
+    # process bit for bit, and caching made it differ from the same lengths without their chains (hits are cheaper).
+    rng = np.random.default_rng(3)
+    new = draw.lengths(rng, 600, "lognormal", "prompt", mean=300, std=150)
+    out = draw.lengths(rng, 600, "lognormal", "output", mean=100, std=50)
+    group = draw.group_of(rng, 600, 4, "zipf", 1.2)
+    prompt, hashes, starts = draw.sharing(new, out, 32, prefix_tokens=1000, group=group)
+    sample = Requests(prompt, out, None, 0, hashes, starts, 32)
+    sched = {s: Scheduler(kind="chunked", max_num_seqs=s, block_size=32, prefix_caching=True) for s in (8, 32, 128)}
+    deps = [Deployment(EngineSpec(run(t), sched[s])) for t in (1, 2) for s in (32, 8, 128)]
+    prices = [2.0 * t for t in (1, 2) for _ in range(3)]
+    targets = Targets(ttft_s=1.0, tpot_s=0.05)
+    whole = plan_serving(deps, prices, prompt, out, targets, 20.0, max_results=3, seed=7, sample=sample)
+    plain = plan_serving(deps, prices, prompt, out, targets, 20.0, max_results=3, seed=7)
+    assert whole.feasible and whole.checked > 0
+    assert [e.point for e in whole.entries] != [e.point for e in plain.entries]
+    parts = []
+    for g in families(deps):
+        items = pickle.loads(pickle.dumps([(i, deps[i], prices[i]) for i in g]))
+        mine = pickle.loads(pickle.dumps(sample))
+        parts.append(evaluate(items, prompt, out, targets, 20.0, surface_cache(deps, prompt, out), sample=mine))
+    split = reduce(pickle.loads(pickle.dumps(parts)), True, prompt, out, targets, 20.0,
+                   surface_cache(deps, prompt, out), 3, 7, sample=sample)  # fmt: skip
+    for name in ("feasible", "closest", "entries"):
+        assert [(e.index, e.point, e.sized) for e in getattr(split, name)] == [
+            (e.index, e.point, e.sized) for e in getattr(whole, name)
+        ]
+    assert (split.frontier, split.checked, split.pruned, split.unfinished, split.stopped) == (
+        whole.frontier, whole.checked, whole.pruned, whole.unfinished, False,
+    )  # fmt: skip
+
+
+def test_a_stopped_piece_makes_the_reduced_plan_stopped() -> None:
+    # A piece whose `should_stop` answered true at once left its 3 candidates unfinished; the reduction then checks
+    # nothing under the traffic (as the synchronous plan stops its checks) and says it stopped.
+    deps = [Deployment(engine(t, s)) for t in (1, 2) for s in (2, 4, 8)]
+    targets = Targets(ttft_s=1.0)
+    build = surface_cache(deps, PROMPT, OUTPUT)
+    first = evaluate([(i, deps[i], None) for i in range(3)], PROMPT, OUTPUT, targets, 100.0, build)
+    second = evaluate([(i, deps[i], None) for i in range(3, 6)], PROMPT, OUTPUT, targets, 100.0, build,
+                      should_stop=lambda: True)  # fmt: skip
+    assert (first.stopped, second.stopped, second.unfinished, second.entries) == (False, True, 3, ())
+    plan = reduce([first, second], False, PROMPT, OUTPUT, targets, 100.0, build)
+    assert (plan.stopped, plan.unfinished, plan.checked, plan.feasible) == (True, 3, 0, ())
+    assert [e.index for e in plan.entries] == [0, 1, 2]
