@@ -25,9 +25,9 @@ from schemas.plan import PlanRequest, Role
 from schemas.serving import Mode
 
 MAX_INVALID_LISTED = 20
-# A plan stops simulating after this long (or earlier, when the caller's `should_stop` says so) and says how many
-# candidates it left (`unfinished`, `partial`): the answer comes well inside the service's 30 s request limit
-# whatever the search (service.settings.request_timeout_s).
+# A plan run without a `should_stop` (a library caller's) stops simulating after this long and says how many
+# candidates it left (`unfinished`, `partial`). The service passes its own, which stops a little before the
+# request's time limit (service.heavy.stopper), so a plan in a request uses the time the request has.
 PLAN_DEADLINE_S = 15.0
 
 
@@ -203,12 +203,12 @@ def finish_plan(search: PlanSearch, result: roofline.serving.ServingPlan) -> Pla
 
 
 def plan_in_process(s: PlanSearch, should_stop: roofline.StopCheck | None = None) -> PlanOutcome:
-    """The prepared search run in this process. It stops after `PLAN_DEADLINE_S` or when `should_stop` answers
-    true, whichever comes first, and ranks what it has."""
+    """The prepared search run in this process. It stops when `should_stop` answers true (the service's: a little
+    before the request's time limit), or without one after `PLAN_DEADLINE_S`, and ranks what it has."""
     until = time.monotonic() + PLAN_DEADLINE_S
 
     def stop() -> bool:
-        return time.monotonic() >= until or (should_stop is not None and should_stop())
+        return should_stop() if should_stop is not None else time.monotonic() >= until
 
     body = s.body
     result = roofline.serving.plan_serving(
@@ -223,8 +223,8 @@ def plan_serving(
     should_stop: roofline.StopCheck | None = None,
 ) -> PlanOutcome:  # fmt: skip
     """Search the request's space in this process (`prepare_plan`, `plan_in_process`); `trace`: the stored trace
-    `traffic.trace_id` names. The search stops after `PLAN_DEADLINE_S` or when `should_stop` answers true, whichever
-    comes first, and ranks what it has."""
+    `traffic.trace_id` names. The search stops when `should_stop` answers true (without one, after
+    `PLAN_DEADLINE_S`) and ranks what it has."""
     return plan_in_process(prepare_plan(body, model, hardware, trace), should_stop)
 
 

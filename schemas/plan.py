@@ -417,7 +417,7 @@ class PlanRead(BaseModel):
     evaluated: int = Field(description="Candidates simulated (the rest cannot run).")
     checked_at_traffic: int
     unfinished: int = Field(
-        description="Candidates not simulated because the plan's time (15 s, or the request's time limit if sooner) "
+        description="Candidates not simulated because the plan's time (a little less than the request's time limit) "
         "ran out: narrow the search to see them."
     )
     partial: bool = Field(

@@ -85,6 +85,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     }
     live = LiveServer([*ridgeline_command(), "serve", "--port", str(port)], env, port, tmp)
     live.wait_healthy()
+    # The first GET /openapi.json builds the document (seconds on a loaded machine); schemathesis gives its load 10 s.
+    # Built once here, the server answers it from its cache.
+    assert httpx.get(f"{live.url}/openapi.json", timeout=300).status_code == 200
     try:
         uploaded = httpx.post(
             f"{live.url}/v1/benchmarks", json=UPLOAD, headers={"Authorization": f"Bearer {key}"}, timeout=60
