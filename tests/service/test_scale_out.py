@@ -52,8 +52,11 @@ def _serve_port(command: list[str]) -> int:
 def test_the_scale_profile_is_a_migration_then_replicas_then_a_load_balancer(services: dict[str, Any]) -> None:
     in_profile = {name for name, service in services.items() if SCALE in service.get("profiles", [])}
     assert in_profile == {"migrate", "replica", "lb"}
-    # `docker compose up` alone is unchanged: PostgreSQL and one API that migrates itself.
-    assert {name for name, service in services.items() if "profiles" not in service} == {"db", "api"}
+    # `docker compose up` alone: PostgreSQL, one API that migrates itself, and the Ray head and workers its jobs run on
+    # (docs/operations.md, "Jobs on Ray").
+    assert {name for name, service in services.items() if "profiles" not in service} == {
+        "db", "api", "ray-head", "ray-worker"
+    }  # fmt: skip
 
     migrate, replica, lb = services["migrate"], services["replica"], services["lb"]
     assert migrate["depends_on"] == {"db": {"condition": "service_healthy"}}
