@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from adapters._errors import InvalidField
-from adapters._loadtests._common import ROOT, Measured, count, num, opt, path, rate_or_concurrency, whole
-from adapters._loadtests.vllm import figures
+from adapters._loadtests._common import ROOT, Measured
+from adapters._loadtests.vllm import read_bench_serving
 
 NAME = "sglang"
 
@@ -36,36 +36,4 @@ def select(doc: Any, entry: int | None) -> Any:
 
 
 def read(doc: Any) -> Measured:
-    completed = count(doc, "completed")
-    rate = rate_or_concurrency(opt(doc, "request_rate"), path("request_rate"))
-    concurrency = whole(opt(doc, "max_concurrency"))
-    if rate is None and concurrency is None:
-        concurrency = completed
-    ttft = figures(doc, "ttft")
-    e2e = figures(doc, "e2e_latency")
-    assert e2e is not None
-    return Measured(
-        tool=NAME,
-        requests=completed,
-        duration_s=num(doc, "duration", positive=True),
-        requests_per_s=num(doc, "request_throughput"),
-        output_tokens_per_s=num(doc, "output_throughput"),
-        ttft_s=ttft,
-        tpot_s=figures(doc, "tpot"),
-        itl_s=figures(doc, "itl"),
-        e2e_s=e2e,
-        mean_prompt_tokens=num(doc, "total_input_tokens") / completed,
-        mean_output_tokens=num(doc, "total_output_tokens") / completed,
-        concurrency=concurrency if rate is None else None,
-        rate_per_s=rate,
-        stats=("mean", "median", "p90", "p99"),
-        where={
-            "requests": path("completed"),
-            "duration_s": path("duration"),
-            "requests_per_s": path("request_throughput"),
-            "output_tokens_per_s": path("output_throughput"),
-            "ttft_s": path("{p}_ttft_ms"),
-            "tpot_s": path("{p}_tpot_ms"),
-            "e2e_s": path("{p}_e2e_latency_ms"),
-        },
-    )
+    return read_bench_serving(doc, NAME, "e2e_latency", required=True)

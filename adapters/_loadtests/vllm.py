@@ -37,22 +37,29 @@ def figures(doc: Any, metric: str, *, required: bool = True) -> Figures | None:
 
 
 def read(doc: Any) -> Measured:
+    return read_bench_serving(doc, NAME, "e2el", required=False)
+
+
+def read_bench_serving(doc: Any, tool: str, e2e_metric: str, *, required: bool) -> Measured:
+    """A `bench_serving`-shaped result (vLLM's and SGLang's, which grew from it, write the same keys but for the
+    end-to-end metric's name, `e2e_metric`); `required`: whether TTFT, TPOT and ITL must be there (SGLang always
+    writes them, vLLM only for the metrics it was asked for)."""
     completed = count(doc, "completed")
-    e2e = figures(doc, "e2el")
+    e2e = figures(doc, e2e_metric)
     assert e2e is not None
     rate = rate_or_concurrency(opt(doc, "request_rate"), path("request_rate"))
     concurrency = whole(opt(doc, "max_concurrency"))
     if rate is None and concurrency is None:
         concurrency = completed  # request_rate inf, no limit: every request sent at once
     return Measured(
-        tool=NAME,
+        tool=tool,
         requests=completed,
         duration_s=num(doc, "duration", positive=True),
         requests_per_s=num(doc, "request_throughput"),
         output_tokens_per_s=num(doc, "output_throughput"),
-        ttft_s=figures(doc, "ttft", required=False),
-        tpot_s=figures(doc, "tpot", required=False),
-        itl_s=figures(doc, "itl", required=False),
+        ttft_s=figures(doc, "ttft", required=required),
+        tpot_s=figures(doc, "tpot", required=required),
+        itl_s=figures(doc, "itl", required=required),
         e2e_s=e2e,
         mean_prompt_tokens=num(doc, "total_input_tokens") / completed,
         mean_output_tokens=num(doc, "total_output_tokens") / completed,
@@ -66,6 +73,6 @@ def read(doc: Any) -> Measured:
             "output_tokens_per_s": path("output_throughput"),
             "ttft_s": path("{p}_ttft_ms"),
             "tpot_s": path("{p}_tpot_ms"),
-            "e2e_s": path("{p}_e2el_ms"),
+            "e2e_s": path(f"{{p}}_{e2e_metric}_ms"),
         },
     )
