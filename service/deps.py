@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, TypeVar
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Header, Query, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -63,3 +63,16 @@ class Paging:
 
 
 PagingDep = Annotated[Paging, Depends()]
+
+
+# The Idempotency-Key header of an upload (`POST /v1/benchmarks`, `/v1/serving-benchmarks`).
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        description="A retry with the same key and body stores nothing and gets the first response; the same key "
+        "with another body is a 409.",
+    ),
+]

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
 from schemas.benchmarks import (
     BenchmarkRunCreate,
@@ -19,7 +19,7 @@ from schemas.common import Dtype, Page
 from schemas.limits import MAX_STORED_VERSION
 from service.auth import AUTH_RESPONSES, UploaderDep, ViewerDep, WriteSessionDep
 from service.benchmarks import service
-from service.deps import PagingDep, SessionDep
+from service.deps import IdempotencyKey, PagingDep, SessionDep
 from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.examples import BENCHMARK_RUN_EXAMPLES
@@ -32,17 +32,6 @@ router = APIRouter(
     responses={**ERROR_RESPONSES, **AUTH_RESPONSES},
     route_class=OrjsonRoute,
 )
-
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=200,
-        description="A retry with the same key and body stores nothing and gets the first response; the same key "
-        "with another body is a 409.",
-    ),
-]
 
 
 def _utc(value: datetime | None) -> datetime | None:

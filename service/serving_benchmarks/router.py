@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
 from schemas.common import Page
 from schemas.serving_benchmarks import EngineName, ServingBenchmarkCreate, ServingBenchmarkRead
 from service.auth import AUTH_RESPONSES, UploaderDep, ViewerDep, WriteSessionDep
-from service.deps import PagingDep, SessionDep
+from service.deps import IdempotencyKey, PagingDep, SessionDep
 from service.encoding import OrjsonRoute
 from service.errors import ERROR_RESPONSES
 from service.ratelimit import RateLimits
@@ -22,17 +22,6 @@ router = APIRouter(
     responses={**ERROR_RESPONSES, **AUTH_RESPONSES},
     route_class=OrjsonRoute,
 )
-
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=200,
-        description="A retry with the same key and body stores nothing and gets the first response; the same key "
-        "with another body is a 409.",
-    ),
-]
 
 
 def _rate_limits(request: Request) -> RateLimits:
